@@ -1,0 +1,83 @@
+/* contain.h — the isolation of one sandbox, in ordered steps (nsjail style).
+ *
+ * Two halves run in the sandbox's own processes (see host/runtime/PROTOCOL.md):
+ *   sgc_unshare(spec)  in child A (still root, host pid namespace):
+ *                      join the sandbox's cgroups, then unshare
+ *                      mount, pid, net, ipc, uts and cgroup namespaces.
+ *   sgc_enter(spec)    in B, pid 1 of the new pid namespace, in this order:
+ *                      mounts + pivot_root, hostname, loopback up, rlimits,
+ *                      uid/gid, capabilities dropped (effective, permitted,
+ *                      inheritable, bounding, ambient), no_new_privs,
+ *                      close stray fds, seccomp LAST.
+ * Both are exported from libsandgate_contain.so with C linkage so the Python
+ * zygote calls them through ctypes. They never exit(); they return 0, or -1
+ * with a message naming the syscall and its arguments in errbuf.
+ *
+ * The host daemon uses the cgroup half (sgc_cgroup_*) directly: it creates a
+ * sandbox's cgroups before the create, reads OOM counts, and kills and
+ * removes them at teardown. cgroup v1 (per-controller hierarchies under
+ * /sys/fs/cgroup/{memory,pids,cpu}) and v2 (unified) are both supported;
+ * sgc_cgroup_detect tells which.
+ *
+ * Spec: lines "key=value". Keys:
+ *   id=<sandbox id>                     required
+ *   uid=<n> gid=<n>                     required, unprivileged ids to run as
+ *   hostname=<name>                     default "sandbox"
+ *   newroot=<dir>                       empty host dir used as mount point for the new root
+ *   ro_bind=<host path>[:<path inside>] repeated; read-only, nosuid, nodev bind
+ *   symlink=<target>:<path inside>      repeated, e.g. symlink=usr/bin:/bin
+ *   workspace=<path inside>             default /workspace; tmpfs owned by uid
+ *   workspace_bytes=<n> workspace_inodes=<n>
+ *   tmp_bytes=<n> tmp_inodes=<n>        /tmp tmpfs
+ *   cgroup_procs=<path>                 repeated; "cgroup.procs" files to join (A)
+ *   nofile=<n> fsize=<n> nproc=<n>      rlimits (core is always 0)
+ *   fd_keep=<n>                         repeated; fds that survive the close step
+ *   seccomp=0|1                         default 1
+ *   net=none                            (egress issue adds more modes)
+ */
+#ifndef SG_CONTAIN_H
+#define SG_CONTAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+int sgc_unshare(const char *spec, char *errbuf, size_t errlen);
+int sgc_enter(const char *spec, char *errbuf, size_t errlen);
+
+/* ---- cgroups, used by the host daemon ---- */
+typedef enum { SGC_CGROUP_NONE = 0, SGC_CGROUP_V1 = 1, SGC_CGROUP_V2 = 2 } sgc_cgroup_kind;
+
+typedef struct sgc_cgroup_limits {
+    uint64_t memory_bytes;  /* 0 = unlimited */
+    uint32_t pids;          /* 0 = unlimited */
+    uint32_t cpu_millis;    /* 1000 = one core; 0 = unlimited */
+} sgc_cgroup_limits;
+
+/* Detect the hierarchy under root (normally "/sys/fs/cgroup"). */
+sgc_cgroup_kind sgc_cgroup_detect(const char *root);
+
+/* Create the sandbox's cgroup(s) named `name` under our parent group
+ * (v1: <root>/<controller>/sandgate/<name>; v2: <root>/sandgate/<name>),
+ * apply limits. Writes into procs_out up to max newline-separated
+ * "cgroup.procs" paths (for the spec's cgroup_procs keys). */
+int sgc_cgroup_create(const char *root, const char *name, const sgc_cgroup_limits *lim,
+                      char *procs_out, size_t max, char *errbuf, size_t errlen);
+
+/* Kill every process in the sandbox's cgroups (v2 cgroup.kill where present;
+ * else freeze, SIGKILL each pid, thaw) — returns the number signalled. */
+int sgc_cgroup_kill(const char *root, const char *name, char *errbuf, size_t errlen);
+
+/* 1 when no process is left in the group(s). */
+int sgc_cgroup_empty(const char *root, const char *name);
+
+/* rmdir the group(s); fails (-1, EBUSY) while processes remain. */
+int sgc_cgroup_destroy(const char *root, const char *name, char *errbuf, size_t errlen);
+
+/* OOM kills seen in the group so far (v1 memory.oom_control oom_kill; v2 memory.events). */
+long sgc_cgroup_oom_kills(const char *root, const char *name);
+
+/* Current memory use in bytes, or -1. */
+long long sgc_cgroup_memory_current(const char *root, const char *name);
+
+#endif
