@@ -1,0 +1,84 @@
+/* config.h — the daemons' own YAML configuration (ops-owned), as opposed to
+ * the security policy (policy.h, security-owned). Same loader style: every
+ * error is "file:line:col: key.path: what, expected X"; unknown keys are
+ * errors; all errors are reported.
+ *
+ * Gateway file:
+ *   listen: "127.0.0.1:7443"
+ *   policy: "policy.yaml"          # relative paths are relative to this file
+ *   audit_log: "audit.log"         # optional; "-" = stderr
+ *   threads: 1                     # completion-queue threads
+ *   tls:                           # optional: mTLS on the listener
+ *     cert: server.pem
+ *     key: server.key
+ *     client_ca: ca.pem
+ *   hosts:
+ *     - name: local                # [a-z0-9]{1,16}, unique; part of sandbox ids
+ *       address: "127.0.0.1:7444"
+ *
+ * Host file:
+ *   listen: "127.0.0.1:7444"
+ *   name: local
+ *   threads: 1
+ *   runtime_dir: /run/sandgate     # newroot mount point, sockets
+ *   cgroup_root: /sys/fs/cgroup
+ *   uid_base: 200000               # sandbox i runs as uid_base + slot
+ *   max_sandboxes: 1024
+ *   templates:
+ *     - name: code-interpreter
+ *       python: /usr/bin/python3
+ *       preload: [numpy, pandas]
+ *       ro_binds: [/usr, /etc/alternatives, /etc/ssl]
+ *       symlinks: ["usr/bin:/bin", "usr/lib:/lib", "usr/lib64:/lib64", "usr/sbin:/sbin"]
+ *       contain: true              # false only for tests without root
+ */
+#ifndef SG_CONFIG_H
+#define SG_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/policy.h"
+
+typedef struct config_host_ref {
+    char *name;
+    char *address;
+} config_host_ref;
+
+typedef struct config_gateway {
+    char *listen;
+    char *policy_path;     /* absolute after load */
+    char *audit_log;       /* NULL = none */
+    int threads;
+    char *tls_cert, *tls_key, *tls_client_ca;   /* NULL when no TLS */
+    config_host_ref *hosts;
+    size_t n_hosts;
+} config_gateway;
+
+typedef struct config_template {
+    char *name;
+    char *python;
+    char **preload; size_t n_preload;
+    char **ro_binds; size_t n_ro_binds;
+    char **symlinks; size_t n_symlinks;
+    int contain;
+} config_template;
+
+typedef struct config_host {
+    char *listen;
+    char *name;
+    int threads;
+    char *runtime_dir;
+    char *cgroup_root;
+    uint32_t uid_base;
+    uint32_t max_sandboxes;
+    config_template *templates;
+    size_t n_templates;
+} config_host;
+
+int config_gateway_load(const char *path, config_gateway *out, policy_errors *errs);
+void config_gateway_cleanup(config_gateway *c);
+int config_host_load(const char *path, config_host *out, policy_errors *errs);
+void config_host_cleanup(config_host *c);
+
+#endif
