@@ -1,0 +1,306 @@
+/* call.c — one incoming call: refcounted (a ref per batch in flight plus one
+ * for "status not sent yet"), with a send queue so any thread may send and
+ * at most one send batch is on the wire, as grpc core requires.
+ *
+ * Lifetime: created armed (server.c); dispatch takes refs for the close
+ * watch and for the pending status; the handler borrows the call during its
+ * run and takes its own ref to keep it longer. The last unref frees it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc/internal.h"
+
+static void start_next_send_locked(rpc_call *c);
+
+rpc_call *rpc_call_new(rpc_server *s, rpc_method *m)
+{
+    rpc_call *c = calloc(1, sizeof *c);
+    c->srv = s;
+    c->method = m;
+    grpc_metadata_array_init(&c->md);
+    pthread_mutex_init(&c->mu, NULL);
+    atomic_init(&c->refs, 0);
+    return c;
+}
+
+static void call_free(rpc_call *c)
+{
+    if (c->call)
+        grpc_call_unref(c->call);
+    grpc_metadata_array_destroy(&c->md);
+    if (c->payload)
+        grpc_byte_buffer_destroy(c->payload);
+    free(c->req);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+void rpc_call_free_unstarted(rpc_call *c) { call_free(c); }
+
+rpc_call *rpc_call_ref(rpc_call *c)
+{
+    atomic_fetch_add(&c->refs, 1);
+    return c;
+}
+
+void rpc_call_unref(rpc_call *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1)
+        call_free(c);
+}
+
+static void on_close(void *arg, int ok)
+{
+    rpc_call *c = arg;
+    atomic_store(&c->closed, 1);
+    if (c->cancelled_flag || !ok) {
+        atomic_store(&c->cancelled, 1);
+        void (*cb)(void *);
+        void *cb_arg;
+        pthread_mutex_lock(&c->mu);
+        cb = c->on_cancel;
+        cb_arg = c->cancel_arg;
+        c->on_cancel = NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (cb)
+            cb(cb_arg);
+    }
+    rpc_call_unref(c);
+}
+
+void rpc_call_dispatch(rpc_call *c)
+{
+    atomic_store(&c->refs, 3);   /* close watch, pending status, the handler's borrow */
+    if (c->payload) {
+        c->req = rpc_flatten(c->payload, &c->req_len);
+        grpc_byte_buffer_destroy(c->payload);
+        c->payload = NULL;
+    }
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &c->cancelled_flag;
+    c->close_tag = (rpc_tag){on_close, c};
+    if (grpc_call_start_batch(c->call, &op, 1, &c->close_tag, NULL) != GRPC_CALL_OK)
+        rpc_call_unref(c);
+    c->method->fn(c, c->method->data);
+    rpc_call_unref(c);
+}
+
+const uint8_t *rpc_call_request(rpc_call *c, size_t *len)
+{
+    *len = c->req_len;
+    return c->req ? c->req : (const uint8_t *)"";
+}
+
+const char *rpc_call_md(rpc_call *c, const char *key, size_t *len)
+{
+    size_t klen = strlen(key);
+    for (size_t i = 0; i < c->md.count; i++) {
+        const grpc_slice *k = &c->md.metadata[i].key;
+        if (GRPC_SLICE_LENGTH(*k) == klen && memcmp(GRPC_SLICE_START_PTR(*k), key, klen) == 0) {
+            *len = GRPC_SLICE_LENGTH(c->md.metadata[i].value);
+            return (const char *)GRPC_SLICE_START_PTR(c->md.metadata[i].value);
+        }
+    }
+    return NULL;
+}
+
+gpr_timespec rpc_call_deadline(rpc_call *c) { return c->deadline; }
+grpc_call *rpc_call_grpc(rpc_call *c) { return c->call; }
+rpc_server *rpc_call_server(rpc_call *c) { return c->srv; }
+int rpc_call_cancelled(rpc_call *c) { return atomic_load(&c->cancelled); }
+
+int rpc_call_auth_property(rpc_call *c, const char *name, char *buf, size_t len)
+{
+    grpc_auth_context *ctx = grpc_call_auth_context(c->call);
+    if (!ctx)
+        return -1;
+    grpc_auth_property_iterator it = grpc_auth_context_find_properties_by_name(ctx, name);
+    const grpc_auth_property *p = grpc_auth_property_iterator_next(&it);
+    int rc = -1;
+    if (p && p->value_length < len) {
+        memcpy(buf, p->value, p->value_length);
+        buf[p->value_length] = 0;
+        rc = 0;
+    }
+    grpc_auth_context_release(ctx);
+    return rc;
+}
+
+void rpc_call_on_cancel(rpc_call *c, void (*cb)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&c->mu);
+    int already = atomic_load(&c->cancelled);
+    if (!already) {
+        c->on_cancel = cb;
+        c->cancel_arg = arg;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (already)
+        cb(arg);
+}
+
+/* ---- sending ---- */
+
+static void out_free(rpc_out *o)
+{
+    if (o->msg)
+        grpc_byte_buffer_destroy(o->msg);
+    grpc_slice_unref(o->details);
+    for (size_t i = 0; i < o->n_trailing; i++) {
+        grpc_slice_unref(o->trailing[i].key);
+        grpc_slice_unref(o->trailing[i].value);
+    }
+    free(o->trailing);
+    free(o);
+}
+
+static void on_sent(void *arg, int ok)
+{
+    rpc_call *c = arg;
+    pthread_mutex_lock(&c->mu);
+    rpc_out *o = c->inflight;
+    c->inflight = NULL;
+    c->sending = 0;
+    if (!o->has_status)
+        start_next_send_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    if (o->on_sent)
+        o->on_sent(o->sent_arg, ok);
+    int had_status = o->has_status;
+    out_free(o);
+    if (had_status)
+        rpc_call_unref(c);   /* the pending-status ref */
+    rpc_call_unref(c);       /* the batch's ref */
+}
+
+static void start_next_send_locked(rpc_call *c)
+{
+    if (c->sending || !c->head)
+        return;
+    rpc_out *o = c->head;
+    c->head = o->next;
+    if (!c->head)
+        c->tail = NULL;
+    grpc_op ops[3];
+    memset(ops, 0, sizeof ops);
+    size_t n = 0;
+    if (!c->md_sent) {
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+        c->md_sent = 1;
+    }
+    if (o->msg) {
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = o->msg;
+    }
+    if (o->has_status) {
+        ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        ops[n].data.send_status_from_server.status = o->code;
+        ops[n].data.send_status_from_server.status_details = &o->details;
+        ops[n].data.send_status_from_server.trailing_metadata = o->trailing;
+        ops[n++].data.send_status_from_server.trailing_metadata_count = o->n_trailing;
+    }
+    c->inflight = o;
+    c->sending = 1;
+    c->send_tag = (rpc_tag){on_sent, c};
+    rpc_call_ref(c);
+    if (grpc_call_start_batch(c->call, ops, n, &c->send_tag, NULL) != GRPC_CALL_OK) {
+        /* Cannot happen with one op of each kind; treat as a dead call. */
+        c->inflight = NULL;
+        c->sending = 0;
+        if (o->on_sent)
+            o->on_sent(o->sent_arg, 0);
+        if (o->has_status)
+            rpc_call_unref(c);
+        out_free(o);
+        rpc_call_unref(c);
+    }
+}
+
+static int enqueue(rpc_call *c, rpc_out *o)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->status_queued) {
+        pthread_mutex_unlock(&c->mu);
+        out_free(o);
+        return -1;
+    }
+    if (o->has_status)
+        c->status_queued = 1;
+    /* A status right behind a queued message rides in the same batch. */
+    if (o->has_status && !o->msg && c->tail && !c->tail->has_status) {
+        rpc_out *t = c->tail;
+        t->has_status = 1;
+        t->code = o->code;
+        t->details = o->details;
+        o->details = grpc_empty_slice();
+        t->trailing = o->trailing;
+        t->n_trailing = o->n_trailing;
+        o->trailing = NULL;
+        o->n_trailing = 0;
+        out_free(o);
+    } else {
+        if (c->tail)
+            c->tail->next = o;
+        else
+            c->head = o;
+        c->tail = o;
+    }
+    start_next_send_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+int rpc_call_send(rpc_call *c, grpc_byte_buffer *bb, void (*cb)(void *, int), void *arg)
+{
+    rpc_out *o = calloc(1, sizeof *o);
+    o->msg = bb;
+    o->on_sent = cb;
+    o->sent_arg = arg;
+    o->details = grpc_empty_slice();
+    return enqueue(c, o);
+}
+
+int rpc_call_send_msg(rpc_call *c, const ProtobufCMessage *m)
+{
+    return rpc_call_send(c, rpc_pack(m), NULL, NULL);
+}
+
+int rpc_call_finish_md(rpc_call *c, grpc_status_code code, const char *msg,
+                       const grpc_metadata *trailing, size_t n_trailing)
+{
+    rpc_out *o = calloc(1, sizeof *o);
+    o->has_status = 1;
+    o->code = code;
+    o->details = msg ? grpc_slice_from_copied_string(msg) : grpc_empty_slice();
+    if (n_trailing) {
+        o->trailing = calloc(n_trailing, sizeof *o->trailing);
+        for (size_t i = 0; i < n_trailing; i++) {
+            o->trailing[i].key = grpc_slice_ref(trailing[i].key);
+            o->trailing[i].value = grpc_slice_ref(trailing[i].value);
+        }
+        o->n_trailing = n_trailing;
+    }
+    return enqueue(c, o);
+}
+
+int rpc_call_finish(rpc_call *c, grpc_status_code code, const char *msg)
+{
+    return rpc_call_finish_md(c, code, msg, NULL, 0);
+}
+
+int rpc_call_reply(rpc_call *c, const ProtobufCMessage *m)
+{
+    rpc_out *o = calloc(1, sizeof *o);
+    o->msg = rpc_pack(m);
+    o->has_status = 1;
+    o->code = GRPC_STATUS_OK;
+    o->details = grpc_empty_slice();
+    return enqueue(c, o);
+}
+
+int rpc_call_fail(rpc_call *c, const sg_err *e)
+{
+    return rpc_call_finish(c, rpc_status_from_err(e->code), e->msg);
+}

@@ -1,0 +1,201 @@
+/* fwd.c — an outgoing call made for an incoming one (the gateway's hop to a
+ * host). It completes on the server's queue, carries the parent's deadline
+ * and cancellation (GRPC_PROPAGATE_DEFAULTS), and reads one message at a
+ * time so a slow client slows the backend instead of growing a buffer.
+ *
+ * Lifetime: one ref per batch in flight; on_done runs once when the status
+ * is in and no read is outstanding; the last batch frees the struct. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc/rpc.h"
+
+struct rpc_fwd {
+    atomic_int refs;
+    grpc_call *call;
+    rpc_fwd_cbs cbs;
+    void *arg;
+    grpc_byte_buffer *req;            /* owned until the send completes */
+    grpc_metadata_array init_md;      /* received initial metadata */
+    grpc_metadata_array trailing;
+    grpc_status_code status;
+    grpc_slice details;
+    grpc_byte_buffer *recv;
+    rpc_tag send_tag, status_tag, recv_tag;
+    pthread_mutex_t mu;
+    int reading;        /* a RECV_MESSAGE is outstanding */
+    int stream_ended;   /* a NULL message came, or reads abandoned */
+    int have_status;
+    int done_called;
+};
+
+static void fwd_unref(rpc_fwd *f)
+{
+    if (atomic_fetch_sub(&f->refs, 1) != 1)
+        return;
+    grpc_call_unref(f->call);
+    grpc_metadata_array_destroy(&f->init_md);
+    grpc_metadata_array_destroy(&f->trailing);
+    grpc_slice_unref(f->details);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+}
+
+/* Call on_done once both the status is in and reading is over. */
+static void maybe_done(rpc_fwd *f)
+{
+    pthread_mutex_lock(&f->mu);
+    int go = f->have_status && f->stream_ended && !f->reading && !f->done_called;
+    if (go)
+        f->done_called = 1;
+    pthread_mutex_unlock(&f->mu);
+    if (!go)
+        return;
+    char details[1024];
+    size_t n = GRPC_SLICE_LENGTH(f->details);
+    if (n >= sizeof details)
+        n = sizeof details - 1;
+    memcpy(details, GRPC_SLICE_START_PTR(f->details), n);
+    details[n] = 0;
+    f->cbs.on_done(f->arg, f->status, details, &f->trailing);
+}
+
+static void on_send_done(void *arg, int ok)
+{
+    rpc_fwd *f = arg;
+    grpc_byte_buffer_destroy(f->req);
+    f->req = NULL;
+    fwd_unref(f);
+}
+
+static void on_status(void *arg, int ok)
+{
+    rpc_fwd *f = arg;
+    pthread_mutex_lock(&f->mu);
+    f->have_status = 1;
+    pthread_mutex_unlock(&f->mu);
+    maybe_done(f);
+    fwd_unref(f);
+}
+
+static void on_recv(void *arg, int ok)
+{
+    rpc_fwd *f = arg;
+    grpc_byte_buffer *bb = ok ? f->recv : NULL;
+    if (!ok && f->recv)
+        grpc_byte_buffer_destroy(f->recv);
+    f->recv = NULL;
+    pthread_mutex_lock(&f->mu);
+    f->reading = 0;
+    if (!bb)
+        f->stream_ended = 1;
+    pthread_mutex_unlock(&f->mu);
+    if (bb)
+        f->cbs.on_message(f->arg, bb);
+    else
+        maybe_done(f);
+    fwd_unref(f);
+}
+
+void rpc_fwd_next(rpc_fwd *f)
+{
+    pthread_mutex_lock(&f->mu);
+    if (f->reading || f->stream_ended) {
+        pthread_mutex_unlock(&f->mu);
+        return;
+    }
+    f->reading = 1;
+    atomic_fetch_add(&f->refs, 1);
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &f->recv;
+    f->recv_tag = (rpc_tag){on_recv, f};
+    grpc_call_error e = grpc_call_start_batch(f->call, &op, 1, &f->recv_tag, NULL);
+    if (e != GRPC_CALL_OK) {
+        f->reading = 0;
+        f->stream_ended = 1;
+        atomic_fetch_sub(&f->refs, 1);
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (e != GRPC_CALL_OK)
+        maybe_done(f);
+}
+
+void rpc_fwd_cancel(rpc_fwd *f)
+{
+    grpc_call_cancel(f->call, NULL);
+    pthread_mutex_lock(&f->mu);
+    f->stream_ended = 1;   /* nobody will ask for more */
+    pthread_mutex_unlock(&f->mu);
+    maybe_done(f);
+}
+
+grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *creds)
+{
+    grpc_arg args[] = {
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+         .value.integer = RPC_MAX_MESSAGE},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
+         .value.integer = RPC_MAX_MESSAGE},
+        /* Our calls are not idempotent (RunCode): never replay them. */
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
+    };
+    grpc_channel_args cargs = {.num_args = 3, .args = args};
+    grpc_channel_credentials *c = creds ? creds : grpc_insecure_credentials_create();
+    grpc_channel *ch = grpc_channel_create(target, c, &cargs);
+    if (!creds)
+        grpc_channel_credentials_release(c);
+    return ch;
+}
+
+rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *parent,
+                       const char *method, gpr_timespec deadline, const grpc_metadata *md,
+                       size_t n_md, grpc_byte_buffer *req, const rpc_fwd_cbs *cbs, void *arg,
+                       sg_err *err)
+{
+    rpc_fwd *f = calloc(1, sizeof *f);
+    f->cbs = *cbs;
+    f->arg = arg;
+    f->req = req;
+    f->details = grpc_empty_slice();
+    grpc_metadata_array_init(&f->init_md);
+    grpc_metadata_array_init(&f->trailing);
+    pthread_mutex_init(&f->mu, NULL);
+    grpc_slice m = grpc_slice_from_static_string(method);
+    f->call = grpc_channel_create_call(ch, parent, parent ? GRPC_PROPAGATE_DEFAULTS : 0, cq, m,
+                                       NULL, deadline, NULL);
+    if (!f->call) {
+        grpc_byte_buffer_destroy(req);
+        pthread_mutex_destroy(&f->mu);
+        free(f);
+        sg_err_set(err, SG_EINTERNAL, "grpc_channel_create_call(%s) failed", method);
+        return NULL;
+    }
+    grpc_op ops[4];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = n_md;
+    ops[0].data.send_initial_metadata.metadata = (grpc_metadata *)md;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = req;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &f->init_md;
+    atomic_init(&f->refs, 3);   /* send batch, status batch, the caller until we return */
+    f->send_tag = (rpc_tag){on_send_done, f};
+    grpc_call_start_batch(f->call, ops, 4, &f->send_tag, NULL);
+    grpc_op st;
+    memset(&st, 0, sizeof st);
+    st.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    st.data.recv_status_on_client.trailing_metadata = &f->trailing;
+    st.data.recv_status_on_client.status = &f->status;
+    st.data.recv_status_on_client.status_details = &f->details;
+    f->status_tag = (rpc_tag){on_status, f};
+    grpc_call_start_batch(f->call, &st, 1, &f->status_tag, NULL);
+    rpc_fwd_next(f);
+    fwd_unref(f);
+    return f;
+}

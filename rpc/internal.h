@@ -1,0 +1,63 @@
+/* internal.h — structures shared by server.c and call.c only. */
+#ifndef SG_RPC_INTERNAL_H
+#define SG_RPC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "rpc/rpc.h"
+
+typedef struct rpc_method {
+    char *path;
+    rpc_handler_fn fn;
+    void *data;
+    void *registered;   /* grpc's handle for the method */
+} rpc_method;
+
+/* One queued send: a message, a status, or both (unary reply). */
+typedef struct rpc_out {
+    struct rpc_out *next;
+    grpc_byte_buffer *msg;            /* owned; NULL for status-only */
+    void (*on_sent)(void *, int);
+    void *sent_arg;
+    int has_status;
+    grpc_status_code code;
+    grpc_slice details;               /* owned */
+    grpc_metadata *trailing;          /* owned, with owned slices */
+    size_t n_trailing;
+} rpc_out;
+
+struct rpc_call {
+    atomic_int refs;
+    rpc_server *srv;
+    rpc_method *method;               /* borrowed from srv */
+    grpc_call *call;                  /* owned: one grpc ref */
+    gpr_timespec deadline;
+    grpc_metadata_array md;           /* owned */
+    grpc_byte_buffer *payload;        /* owned until flattened */
+    uint8_t *req;                     /* owned */
+    size_t req_len;
+
+    rpc_tag new_tag;                  /* request_registered_call completed */
+    rpc_tag close_tag;                /* RECV_CLOSE_ON_SERVER completed */
+    int cancelled_flag;               /* written by grpc at close */
+    atomic_int closed;
+    atomic_int cancelled;
+    void (*on_cancel)(void *);
+    void *cancel_arg;
+
+    pthread_mutex_t mu;               /* guards everything below */
+    rpc_out *head, *tail;
+    rpc_out *inflight;                /* the batch on the wire */
+    int sending;
+    int md_sent;
+    int status_queued;
+    rpc_tag send_tag;
+};
+
+rpc_call *rpc_call_new(rpc_server *s, rpc_method *m);
+/* A new call arrived: start watching for close, run the handler. */
+void rpc_call_dispatch(rpc_call *c);
+void rpc_call_free_unstarted(rpc_call *c);
+
+#endif

@@ -1,0 +1,140 @@
+/* rpc.h — sandgate's gRPC plumbing on the C core API, shared by both daemons,
+ * the CLI and the benchmarks.
+ *
+ *  - rpc_server: one completion queue, N threads; every tag is an rpc_tag
+ *    closure. Registered methods (unary or server-streaming) are dispatched to
+ *    handlers; unknown methods get UNIMPLEMENTED at once.
+ *  - rpc_call: one incoming call, refcounted. A handler may answer on the
+ *    spot or keep a ref and answer later from any thread: sends are queued and
+ *    serialised, so a long RunCode never blocks a loop thread.
+ *  - rpc_fwd: an outgoing call made on behalf of an incoming one (parent call,
+ *    GRPC_PROPAGATE_DEFAULTS), completing on the server's queue.
+ *  - rpc_blocking_*: simple synchronous calls for the CLI, tests and benches.
+ *  - codec: protobuf-c <-> grpc_byte_buffer with size limits.
+ *  - status: sg_err codes -> grpc_status_code (the only place that maps). */
+#ifndef SG_RPC_H
+#define SG_RPC_H
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <protobuf-c/protobuf-c.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+#define RPC_MAX_MESSAGE (16 * 1024 * 1024)
+
+/* A completion-queue tag: the loop calls fn(arg, ok). */
+typedef struct rpc_tag {
+    void (*fn)(void *arg, int ok);
+    void *arg;
+} rpc_tag;
+
+typedef struct rpc_server rpc_server;
+typedef struct rpc_call rpc_call;
+
+typedef void (*rpc_handler_fn)(rpc_call *call, void *data);
+
+/* ---- server ---- */
+rpc_server *rpc_server_create(int threads, sg_err *err);
+/* path "/pkg.Service/Method". Before rpc_server_start. */
+int rpc_server_add_method(rpc_server *s, const char *path, rpc_handler_fn fn, void *data,
+                          sg_err *err);
+/* addr "127.0.0.1:0" picks a port; *port receives it. creds NULL = insecure. */
+int rpc_server_listen(rpc_server *s, const char *addr, grpc_server_credentials *creds,
+                      int *port, sg_err *err);
+int rpc_server_start(rpc_server *s, sg_err *err);
+grpc_completion_queue *rpc_server_cq(rpc_server *s);
+/* Stop accepting, cancel calls in flight, join the threads. */
+void rpc_server_shutdown(rpc_server *s);
+void rpc_server_destroy(rpc_server *s);
+
+/* ---- incoming call ---- */
+rpc_call *rpc_call_ref(rpc_call *c);
+void rpc_call_unref(rpc_call *c);
+/* The request message (flattened; valid for the call's life). */
+const uint8_t *rpc_call_request(rpc_call *c, size_t *len);
+/* Metadata value for key, not NUL-terminated; NULL if absent. */
+const char *rpc_call_md(rpc_call *c, const char *key, size_t *len);
+gpr_timespec rpc_call_deadline(rpc_call *c);
+grpc_call *rpc_call_grpc(rpc_call *c);
+rpc_server *rpc_call_server(rpc_call *c);
+/* First value of an auth-context property (e.g. GRPC_PEER_SPIFFE_ID_PROPERTY_NAME)
+ * into buf; 0 on success, -1 if absent. */
+int rpc_call_auth_property(rpc_call *c, const char *name, char *buf, size_t len);
+int rpc_call_cancelled(rpc_call *c);
+/* cb runs once, on a loop thread, when the client cancels or the call ends
+ * abnormally; immediately if that already happened. */
+void rpc_call_on_cancel(rpc_call *c, void (*cb)(void *arg), void *arg);
+
+/* Queue a message (takes ownership of bb). on_sent(arg, ok) runs when it is on
+ * the wire (ok=0: the call died). Returns -1 once a status was queued. */
+int rpc_call_send(rpc_call *c, grpc_byte_buffer *bb, void (*on_sent)(void *, int), void *arg);
+int rpc_call_send_msg(rpc_call *c, const ProtobufCMessage *m);
+/* Queue the final status. msg may be NULL. Extra trailing metadata optional
+ * (copied). Only the first finish counts. */
+int rpc_call_finish(rpc_call *c, grpc_status_code code, const char *msg);
+int rpc_call_finish_md(rpc_call *c, grpc_status_code code, const char *msg,
+                       const grpc_metadata *trailing, size_t n_trailing);
+/* Reply + OK in one batch (unary). */
+int rpc_call_reply(rpc_call *c, const ProtobufCMessage *m);
+/* Finish with the status that matches an sg_err. */
+int rpc_call_fail(rpc_call *c, const sg_err *e);
+
+/* ---- codec ---- */
+grpc_byte_buffer *rpc_pack(const ProtobufCMessage *m);
+/* Unpack bytes; returns NULL with INVALID_ARGUMENT-style err on garbage. Free
+ * with protobuf_c_message_free_unpacked(m, NULL). */
+ProtobufCMessage *rpc_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf,
+                             size_t len, sg_err *err);
+/* Flatten a received buffer into a new malloc'd copy. */
+uint8_t *rpc_flatten(grpc_byte_buffer *bb, size_t *len);
+
+/* ---- status ---- */
+grpc_status_code rpc_status_from_err(int sg_code);
+const char *rpc_status_name(grpc_status_code code);
+
+/* ---- outgoing call forwarded for an incoming one ---- */
+typedef struct rpc_fwd rpc_fwd;
+typedef struct rpc_fwd_cbs {
+    /* One per message; takes ownership of bb. Call rpc_fwd_next to get more. */
+    void (*on_message)(void *arg, grpc_byte_buffer *bb);
+    /* Exactly once, last. details is NUL-terminated. trailing borrowed. */
+    void (*on_done)(void *arg, grpc_status_code code, const char *details,
+                    const grpc_metadata_array *trailing);
+} rpc_fwd_cbs;
+
+grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *creds);
+/* parent may be NULL. Takes ownership of req. Completes on cq (a server's). */
+rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *parent,
+                       const char *method, gpr_timespec deadline, const grpc_metadata *md,
+                       size_t n_md, grpc_byte_buffer *req, const rpc_fwd_cbs *cbs, void *arg,
+                       sg_err *err);
+void rpc_fwd_next(rpc_fwd *f);
+void rpc_fwd_cancel(rpc_fwd *f);
+
+/* ---- blocking calls ---- */
+typedef struct rpc_status {
+    grpc_status_code code;
+    char details[1024];
+    char trailer_bin[1024];   /* grpc-status-details-bin, if the server sent one */
+    size_t trailer_bin_len;
+} rpc_status;
+
+/* One unary call. *resp receives the response bytes (malloc'd) on OK.
+ * Returns 0 when the call completed (see st->code), -1 on local failure. */
+int rpc_blocking_unary(grpc_channel *ch, const char *method, const grpc_metadata *md,
+                       size_t n_md, double timeout_s, const ProtobufCMessage *req,
+                       uint8_t **resp, size_t *resp_len, rpc_status *st);
+/* A server-streaming call; on_msg gets each message (borrowed bytes); a
+ * nonzero return cancels the call. */
+int rpc_blocking_stream(grpc_channel *ch, const char *method, const grpc_metadata *md,
+                        size_t n_md, double timeout_s, const ProtobufCMessage *req,
+                        int (*on_msg)(void *arg, const uint8_t *buf, size_t len), void *arg,
+                        rpc_status *st);
+
+gpr_timespec rpc_deadline_in(double seconds);
+double rpc_deadline_left(gpr_timespec deadline);  /* seconds, may be <0; huge if infinite */
+
+#endif
