@@ -1,0 +1,329 @@
+"""test_runtime.py — the sandbox runtime (host/runtime) against PROTOCOL.md.
+
+Owns: end-to-end tests of zygote → sandbox → supervisor → context with real
+processes, run with --no-contain (no namespaces, so no root needed). The test
+plays the host through host_double.py. Every process started is killed by
+pid in tearDown.
+"""
+
+import os
+import signal
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from host_double import (Zygote, descendants, proc_stat,  # noqa: E402
+                         results, text_result)
+
+SECRET = "SANDGATE_TEST_SECRET"
+
+
+class RuntimeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # The zygote gets the test's whole environment, secret included: the
+        # sandbox must still see only what CREATE sets.
+        env = dict(os.environ)
+        env[SECRET] = "leaked"
+        cls.zygote = Zygote(preload="numpy", env=env)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.zygote.close()
+
+    def setUp(self):
+        self.sb = self.zygote.create(env={"SANDBOX_VAR": "visible",
+                                          "PATH": "/usr/bin:/bin"})
+        self.ctx = self.sb.handshake()
+
+    def tearDown(self):
+        self.ctx.close()
+        self.sb.close()
+
+    # -- create --
+    def test_handshake(self):
+        st = proc_stat(self.sb.pid)
+        self.assertIsNotNone(st, "PID names a live process")
+        self.assertIn(self.sb.pid, descendants(self.zygote.pid))
+
+    # -- notebook semantics --
+    def test_state_persists_and_final_expression(self):
+        f = self.ctx.run("x = 1")
+        self.assertEqual(results(f, "r"), [])
+        self.assertEqual(f[-1], ("d", b""))
+        f = self.ctx.run("x + 1")
+        self.assertEqual(text_result(f), "2")
+        f = self.ctx.run("y = [x]\ny")
+        self.assertEqual(text_result(f), "[1]")
+
+    def test_none_gives_no_result(self):
+        f = self.ctx.run("None")
+        self.assertEqual(results(f, "r"), [])
+        f = self.ctx.run("print('p')")
+        self.assertEqual(results(f, "r"), [])
+        self.assertEqual(b"".join(results(f, "o")), b"p\n")
+
+    def test_stdout_stderr_order(self):
+        f = self.ctx.run("import sys\nprint('a')\nprint('b', file=sys.stderr)"
+                         "\nprint('c')\nsys.stderr.write('d')")
+        stream = [(t, p) for t, p in f if t in "oe"]
+        joined = []
+        for t, p in stream:
+            if joined and joined[-1][0] == t:
+                joined[-1] = (t, joined[-1][1] + p)
+            else:
+                joined.append((t, p))
+        self.assertEqual(joined, [("o", b"a\n"), ("e", b"b\n"),
+                                  ("o", b"c\n"), ("e", b"d")])
+        f = self.ctx.run("(sys.stdout.isatty(), sys.stdout.fileno(), "
+                         "sys.stderr.fileno(), sys.stdout.encoding)")
+        self.assertEqual(text_result(f), "(False, 1, 2, 'utf-8')")
+
+    def test_large_output_is_split(self):
+        f = self.ctx.run("print('é' * 100000)")
+        outs = results(f, "o")
+        self.assertGreater(len(outs), 1)
+        for p in outs:
+            p.decode("utf-8")  # each frame stands alone as UTF-8
+        self.assertEqual(b"".join(outs).decode(), "é" * 100000 + "\n")
+
+    def test_subprocess_output_reaches_pipe(self):
+        f = self.ctx.run("import os, subprocess\nos.system('echo from-system')"
+                         "\nsubprocess.run(['echo', 'from-subprocess'])\n"
+                         "os.write(2, b'raw-err')\nNone")
+        self.assertEqual(f[-1], ("d", b""))
+        out = self.ctx.read_pipe(self.ctx.out_r, b"from-subprocess\n")
+        self.assertEqual(out, b"from-system\nfrom-subprocess\n")
+        err = self.ctx.read_pipe(self.ctx.err_r, b"raw-err")
+        self.assertEqual(err, b"raw-err")
+
+    def test_stdin_is_devnull(self):
+        f = self.ctx.run("import sys\nsys.stdin.read()")
+        self.assertEqual(text_result(f), "''")
+
+    # -- errors --
+    def test_exception_traceback_and_survival(self):
+        self.ctx.run("a = 5")
+        f = self.ctx.run("def g():\n    return 1/0\n\ng()")
+        xs = results(f, "x")
+        self.assertEqual(len(xs), 1)
+        name, value, tb = xs[0].decode().split("\0")
+        self.assertEqual(name, "ZeroDivisionError")
+        self.assertEqual(value, "division by zero")
+        self.assertTrue(tb.startswith("Traceback (most recent call last):\n"
+                                      '  File "<cell-'), tb)
+        self.assertIn(", line 4, in <module>\n    g()\n", tb)
+        self.assertIn(", line 2, in g\n    return 1/0\n", tb)
+        self.assertNotIn("notebook.py", tb)
+        self.assertNotIn("context.py", tb)
+        self.assertEqual(f[-1], ("d", b""))
+        self.assertEqual(text_result(self.ctx.run("a")), "5")
+
+    def test_syntax_error(self):
+        f = self.ctx.run("x = (")
+        name, value, tb = results(f, "x")[0].decode().split("\0")
+        self.assertEqual(name, "SyntaxError")
+        self.assertIn("<cell-", tb)
+        self.assertEqual(text_result(self.ctx.run("1")), "1")
+
+    def test_system_exit_is_an_error(self):
+        f = self.ctx.run("import sys\nsys.exit(4)")
+        name, value, _ = results(f, "x")[0].decode().split("\0")
+        self.assertEqual((name, value), ("SystemExit", "4"))
+        self.assertEqual(text_result(self.ctx.run("2 * 3")), "6")
+
+    def test_sigint_interrupts_busy_loop(self):
+        self.ctx.run("n = 41")
+        self.ctx.submit("while True:\n    pass")
+        time.sleep(0.3)
+        self.sb.send("INT default")
+        f = self.ctx.collect(timeout=5)
+        xs = results(f, "x")
+        self.assertEqual(len(xs), 1)
+        self.assertEqual(xs[0].split(b"\0")[0], b"KeyboardInterrupt")
+        self.assertEqual(f[-1], ("d", b""))
+        self.assertEqual(text_result(self.ctx.run("n + 1")), "42")
+        # An interrupt while idle does not hurt the context.
+        self.sb.send("INT default")
+        time.sleep(0.1)
+        self.assertEqual(text_result(self.ctx.run("n")), "41")
+
+    def test_sigint_ignored_then_killctx(self):
+        ctx = self.sb.new_context("stubborn")
+        try:
+            pid = int(text_result(ctx.run("import os\nos.getpid()")))
+            ctx.submit("import signal\n"
+                       "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                       "while True:\n    pass")
+            time.sleep(0.2)
+            self.sb.send("INT stubborn")
+            with self.assertRaises(TimeoutError):
+                ctx.collect(timeout=0.5)
+            self.sb.send("KILLCTX stubborn")
+            m, _ = self.sb.expect(b"CTXEXIT stubborn")
+            self.assertEqual(m, b"CTXEXIT stubborn -1 9")
+            self.assertIsNone(proc_stat(pid), "context reaped")
+        finally:
+            ctx.close()
+        # The default context is untouched.
+        self.assertEqual(text_result(self.ctx.run("3")), "3")
+
+    def test_context_exit_reported(self):
+        ctx = self.sb.new_context("quits")
+        try:
+            ctx.submit("import os\nos._exit(7)")
+            m, _ = self.sb.expect(b"CTXEXIT quits")
+            self.assertEqual(m, b"CTXEXIT quits 7 0")
+        finally:
+            ctx.close()
+
+    def test_new_context_isolated(self):
+        self.ctx.run("shared = 'default'")
+        other = self.sb.new_context("c2")
+        try:
+            f = other.run("shared")
+            self.assertEqual(results(f, "x")[0].split(b"\0")[0], b"NameError")
+            other.run("shared = 'c2'")
+            self.assertEqual(text_result(self.ctx.run("shared")), "'default'")
+            self.assertEqual(text_result(other.run("shared")), "'c2'")
+            self.assertEqual(text_result(other.run("__name__")), "'__main__'")
+            # Each context its own process group, so KILLCTX's killpg works.
+            pid = int(text_result(other.run("import os\nos.getpid()")))
+            self.assertEqual(proc_stat(pid)[2], pid)
+        finally:
+            other.close()
+        self.sb.send("CTX c2")  # still running: refused
+        m, _ = self.sb.expect(b"CTXERR c2")
+
+    # -- exec --
+    def test_exec_exit_code_and_output(self):
+        out_r, err_r = self.sb.exec("e1", "echo hello; echo oops >&2; exit 3")
+        try:
+            m, _ = self.sb.expect(b"EXIT e1")
+            self.assertEqual(m, b"EXIT e1 3 0")
+            self.assertEqual(self.ctx.read_pipe(out_r, b"hello\n"), b"hello\n")
+            self.assertEqual(self.ctx.read_pipe(err_r, b"oops\n"), b"oops\n")
+        finally:
+            os.close(out_r)
+            os.close(err_r)
+
+    def test_killexec(self):
+        out_r, err_r = self.sb.exec("e2", "sleep 100")
+        try:
+            time.sleep(0.1)
+            self.sb.send("KILLEXEC e2")
+            m, _ = self.sb.expect(b"EXIT e2", timeout=5)
+            self.assertEqual(m, b"EXIT e2 -1 9")
+        finally:
+            os.close(out_r)
+            os.close(err_r)
+
+    # -- environment and randomness --
+    def test_env_is_only_the_create_env(self):
+        f = self.ctx.run("import os\n(os.environ.get(%r), "
+                         "os.environ.get('SANDBOX_VAR'))" % SECRET)
+        self.assertEqual(text_result(f), "(None, 'visible')")
+        out_r, err_r = self.sb.exec("env", "env")
+        try:
+            self.sb.expect(b"EXIT env")
+            out = self.ctx.read_pipe(out_r)
+            self.assertIn(b"SANDBOX_VAR=visible", out)
+            self.assertNotIn(SECRET.encode(), out)
+        finally:
+            os.close(out_r)
+            os.close(err_r)
+
+    def test_sandboxes_and_contexts_reseeded(self):
+        code = "import random, numpy\n(random.random(), numpy.random.rand())"
+        sb2 = self.zygote.create()
+        ctx2 = sb2.handshake()
+        ctx3 = self.sb.new_context("r3")
+        try:
+            a = text_result(self.ctx.run(code))
+            b = text_result(ctx2.run(code))
+            c = text_result(ctx3.run(code))
+            ra, rb, rc = eval(a), eval(b), eval(c)
+            self.assertNotEqual(ra[0], rb[0])
+            self.assertNotEqual(ra[1], rb[1])
+            self.assertNotEqual(ra[0], rc[0])
+            self.assertNotEqual(ra[1], rc[1])
+        finally:
+            ctx2.close()
+            ctx3.close()
+            sb2.close()
+
+    # -- teardown --
+    def test_host_gone_kills_sandbox_and_zygote_reaps(self):
+        sb = self.zygote.create()
+        ctx = sb.handshake()
+        try:
+            ctx_pid = int(text_result(ctx.run("import os\nos.getpid()")))
+            # A double-forked setsid daemon must die with the sandbox too.
+            ctx.run("import subprocess\nsubprocess.Popen(['/bin/sh', '-c', "
+                    "'setsid sleep 300 & echo $! > /tmp/sg_daemon_%d'])"
+                    % ctx_pid)
+            daemon = None
+            for _ in range(100):
+                try:
+                    with open("/tmp/sg_daemon_%d" % ctx_pid) as f:
+                        daemon = int(f.read())
+                    break
+                except (OSError, ValueError):
+                    time.sleep(0.02)
+            self.assertIsNotNone(daemon)
+            out_r, err_r = sb.exec("long", "sleep 300")
+            os.close(out_r)
+            os.close(err_r)
+            pids = [sb.pid, ctx_pid, daemon]
+        finally:
+            ctx.close()
+            sb.close()  # EOF on sandbox_sock: the supervisor kills all
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if all(proc_stat(p) is None for p in pids):
+                break
+            time.sleep(0.02)
+        for p in pids:
+            self.assertIsNone(proc_stat(p), "pid %d left behind" % p)
+        os.unlink("/tmp/sg_daemon_%d" % ctx_pid)
+        # No zombies under the zygote (A children, dead supervisors).
+        time.sleep(0.1)
+        zombies = [p for p in descendants(self.zygote.pid)
+                   if (proc_stat(p) or ("?",))[0] == "Z"]
+        self.assertEqual(zombies, [])
+
+
+class ZygoteLifetimeTest(unittest.TestCase):
+    def test_zygote_exits_on_control_eof(self):
+        z = Zygote(preload="")
+        try:
+            z.ctl.close()
+            z.proc.wait(timeout=5)
+        finally:
+            if z.proc.poll() is None:
+                z.proc.kill()
+                z.proc.wait()
+
+    def test_create_err_on_bad_json(self):
+        z = Zygote(preload="")
+        try:
+            import socket
+            mine, theirs = socket.socketpair(socket.AF_UNIX,
+                                             socket.SOCK_SEQPACKET)
+            socket.send_fds(z.ctl, [b"CREATE {nope"], [theirs.fileno()])
+            theirs.close()
+            mine.settimeout(5)
+            m = mine.recv(4096)
+            self.assertTrue(m.startswith(b"ERR "), m)
+            mine.close()
+            sb = z.create(workdir="/nonexistent-sandgate")
+            sb.expect(b"PID ")
+            m, _ = sb.expect(b"ERR ")
+            self.assertIn(b"nonexistent-sandgate", m)
+        finally:
+            z.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
