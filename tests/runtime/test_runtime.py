@@ -102,6 +102,18 @@ class RuntimeTest(unittest.TestCase):
         f = self.ctx.run("import sys\nsys.stdin.read()")
         self.assertEqual(text_result(f), "''")
 
+    def test_matplotlib_figure_becomes_png(self):
+        f = self.ctx.run("import sys\n'matplotlib' in sys.modules")
+        self.assertEqual(text_result(f), "False")  # never imported for us
+        f = self.ctx.run("import matplotlib\nmatplotlib.use('Agg')\n"
+                         "import matplotlib.pyplot as plt\n"
+                         "plt.plot([1, 2, 3])\nNone", timeout=30)
+        pngs = [p for p in results(f, "r") if p.startswith(b"image/png\0")]
+        self.assertEqual(len(pngs), 1)
+        self.assertTrue(pngs[0][10:].startswith(b"\x89PNG"))
+        f = self.ctx.run("len(plt.get_fignums())")
+        self.assertEqual(text_result(f), "0")  # figures closed once sent
+
     # -- errors --
     def test_exception_traceback_and_survival(self):
         self.ctx.run("a = 5")
