@@ -1,0 +1,216 @@
+/* host.h — the host daemon's shared state: the sandbox table and the types
+ * every host file works on. One mutex (host_state.mu) guards the table and
+ * every sandbox, context, run and exec; the I/O loop (loop.c) and the gRPC
+ * handlers (service.c) both take it. Nothing under it blocks: sandbox fds are
+ * non-blocking and replies are queued sends (rpc_call_send). */
+#ifndef SG_HOST_H
+#define SG_HOST_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "policy/config.h"
+#include "rpc/rpc.h"
+#include "sandgate/v1/host.pb-c.h"
+
+#define HOST_ID_MAX 80
+#define HOST_FRAME_MAX (64 * 1024 + 16)
+
+typedef struct host_sandbox host_sandbox;
+typedef struct host_ctx host_ctx;
+
+/* An fd the loop watches; fn runs on the loop thread with host_state.mu held. */
+typedef struct host_watch {
+    int fd;
+    void (*fn)(struct host_watch *w, uint32_t events);
+    void *owner;    /* borrowed: the sandbox, context or exec that owns fd */
+} host_watch;
+
+typedef struct host_secret {
+    char *name;                      /* owned */
+    uint8_t *value;                  /* owned; wiped before free */
+    size_t len;
+} host_secret;
+
+/* Output held back so a secret split across two chunks is still caught. */
+typedef struct host_stream {
+    uint8_t *hold;                   /* owned */
+    size_t n;
+} host_stream;
+
+/* One RunCode or Exec in progress: where its output goes and its caps. */
+typedef struct host_action {
+    rpc_call *call;          /* owned ref */
+    uint64_t max_output;
+    uint64_t output_total;   /* produced, including what was cut */
+    uint64_t output_sent;
+    int truncated;
+    int64_t started_us;      /* monotonic */
+    int64_t deadline_us;     /* monotonic; 0 = none */
+    int64_t interrupted_us;  /* when the interrupt was sent; 0 = not yet */
+    int timed_out;
+    int cancelled;
+    host_stream out, err;            /* redaction hold-back per stream */
+} host_action;
+
+typedef struct host_run {
+    struct host_run *next;
+    host_action act;
+    char *code;              /* owned */
+    size_t code_len;
+} host_run;
+
+typedef enum {
+    CTX_STARTING,   /* CTX sent, waiting for its fds */
+    CTX_IDLE,
+    CTX_RUNNING,
+    CTX_KILLING,    /* KILLCTX sent, waiting for CTXEXIT, then restart */
+    CTX_DEAD,
+} host_ctx_state;
+
+struct host_ctx {
+    host_ctx *next;
+    host_sandbox *sb;        /* borrowed: the owner */
+    char id[HOST_ID_MAX];
+    host_ctx_state state;
+    host_watch sock, out, err;   /* fd -1 when closed */
+    host_run *run;           /* the run in progress; owned */
+    host_run *queue, *queue_tail;  /* waiting runs; owned */
+    rpc_call *create_call;   /* owned ref: a CreateContext waiting for the fds */
+    int restarts;
+    char lost_reason[256];   /* why the last instance died, reported to the run */
+};
+
+typedef struct host_exec {
+    struct host_exec *next;
+    host_sandbox *sb;
+    char id[32];
+    host_action act;
+    host_watch out, err;
+    int started, exited, exit_code, signal;
+} host_exec;
+
+typedef enum { SB_CREATING, SB_RUNNING, SB_KILLING } host_sb_state;
+
+struct host_sandbox {
+    host_sandbox *next;              /* table chain */
+    char id[HOST_ID_MAX];
+    char tenant[128], user[128], task[128], template_name[64], dedupe[400];
+    host_sb_state state;
+    int64_t created_ms, expires_ms, last_active_ms;   /* wall clock */
+    uint32_t slot;                   /* uid = uid_base + slot */
+    pid_t pid;                       /* host pid of the supervisor (pid 1 inside) */
+    host_watch sock;                 /* supervisor channel */
+    host_ctx *contexts;
+    host_exec *execs;
+    rpc_call *create_call;           /* owned ref until the create is answered */
+    rpc_call **kill_calls;           /* owned refs, answered when the cgroup is empty */
+    size_t n_kill_calls;
+    int64_t create_deadline_us;
+    long oom_base;                   /* OOM kills already accounted for */
+    Sandgate__V1__Limits limits;     /* copied scalars */
+    uint32_t ctx_seq, exec_seq;
+    char cgroup[HOST_ID_MAX + 8];
+    host_secret *secrets; size_t n_secrets;  /* owned: values to redact from output */
+    size_t secret_max;               /* longest value */
+};
+
+typedef struct host_template {
+    config_template *cfg;            /* borrowed from the config */
+    pid_t zygote_pid;
+    host_watch sock;                 /* zygote channel; fd -1 while down */
+    int64_t restart_at_us;
+    int restarts;
+} host_template;
+
+typedef struct host_state {
+    pthread_mutex_t mu;
+    config_host cfg;
+    char contain_lib[512];
+    char runtime_py[512];
+    host_template *templates; size_t n_templates;
+    host_sandbox *sandboxes;         /* list; small tables, id compare */
+    size_t n_sandboxes;
+    uint8_t *slots;                  /* uid slot bitmap (bytes) */
+    host_sandbox *dying;             /* killed, waiting for empty cgroups */
+    int epfd;
+    rpc_server *srv;
+    volatile int stopping;
+} host_state;
+
+extern host_state H;
+
+/* time.c-style helpers (loop.c) */
+int64_t host_now_us(void);    /* monotonic */
+int64_t host_wall_ms(void);
+
+/* loop.c */
+int host_loop_start(sg_err *err);
+void host_loop_stop(void);
+int host_watch_add(host_watch *w, int fd, void (*fn)(host_watch *, uint32_t), void *owner);
+void host_watch_close(host_watch *w);
+
+/* zygote.c */
+int host_zygotes_start(sg_err *err);
+void host_zygotes_tick(int64_t now_us);
+host_template *host_template_find(const char *name);
+int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, const char *env_json,
+                       int child_fd, sg_err *err);
+
+/* sandbox.c */
+host_sandbox *host_sandbox_find(const char *id);
+int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err);
+void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to);
+void host_sandbox_fill(const host_sandbox *sb, Sandgate__V1__HostSandbox *out,
+                       Sandgate__V1__Sandbox *sbuf, Sandgate__V1__Owner *obuf);
+void host_sandboxes_tick(int64_t now_us);
+int host_supervisor_send(host_sandbox *sb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* context.c */
+host_ctx *host_ctx_new(host_sandbox *sb, const char *id);
+host_ctx *host_ctx_find(host_sandbox *sb, const char *id);
+void host_ctx_attach(host_ctx *c, int sock, int out, int err);
+void host_ctx_exited(host_ctx *c, int code, int sig);
+void host_ctx_failed(host_ctx *c, const char *msg);
+int host_ctx_submit(host_ctx *c, host_run *r, sg_err *err);
+void host_ctx_destroy(host_ctx *c, const char *why);
+void host_ctx_tick(host_ctx *c, int64_t now_us);
+void host_ctx_cancel_call(rpc_call *call);
+
+/* exec.c */
+int host_exec_start(host_sandbox *sb, const char *command, host_exec **out, sg_err *err);
+host_exec *host_exec_find(host_sandbox *sb, const char *id);
+void host_exec_attach(host_exec *e, int out, int err);
+void host_exec_exited(host_exec *e, int code, int sig);
+void host_exec_failed(host_exec *e, const char *msg);
+void host_exec_destroy(host_exec *e, const char *why);
+void host_exec_tick(host_exec *e, int64_t now_us);
+void host_exec_cancel_call(rpc_call *call);
+
+/* output.c: caps, redaction, event sending */
+void host_action_init(host_action *a, rpc_call *call, uint64_t max_output, uint32_t timeout_s);
+/* Account for len bytes; returns how many may still be sent (0..len). */
+size_t host_action_admit(host_action *a, size_t len);
+void host_secrets_free(host_sandbox *sb);
+void host_action_release(host_action *a);
+/* Send a stdout (is_err 0) or stderr chunk of a RunCode (exec 0) or Exec
+ * (exec 1): redacts granted secrets (holding back a tail that may be the
+ * start of one), applies the output cap, and queues the event. final=1
+ * flushes the hold-back. */
+void host_action_output(host_action *a, const host_sandbox *sb, int exec, int is_err,
+                        const uint8_t *data, size_t len, int final);
+/* Redact a whole buffer (results, errors). Returns malloc'd bytes. */
+uint8_t *host_redact_all(const host_sandbox *sb, const uint8_t *data, size_t len, size_t *out_len);
+
+/* files.c */
+int host_file_write(host_sandbox *sb, const char *path, const uint8_t *data, size_t len,
+                    uint32_t mode, sg_err *err);
+int host_file_read(host_sandbox *sb, const char *path, uint64_t max, uint8_t **data,
+                   size_t *len, sg_err *err);
+
+/* service.c */
+int host_service_register(rpc_server *srv, sg_err *err);
+
+#endif

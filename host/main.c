@@ -1,0 +1,164 @@
+/* main.c — sandgate-host: load the host config, start the zygotes, the I/O
+ * loop and the gRPC server, and shut down cleanly on SIGTERM/SIGINT
+ * (every sandbox killed, every cgroup removed). */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "host/contain/contain.h"
+#include "host/host.h"
+#include "rpc/health.h"
+
+host_state H = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: sandgate-host --config FILE [--listen ADDR] [--port-file FILE]\n"
+            "                     [--contain-lib PATH] [--runtime DIR]\n");
+}
+
+static void default_paths(void)
+{
+    char exe[512];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *dir = dirname(exe);
+    snprintf(H.contain_lib, sizeof H.contain_lib, "%s/../lib/libsandgate_contain.so", dir);
+    snprintf(H.runtime_py, sizeof H.runtime_py, "%s/zygote.py", SANDGATE_RUNTIME_DIR);
+}
+
+static int load_config(const char *path)
+{
+    policy_errors errs = {0};
+    if (config_host_load(path, &H.cfg, &errs) != 0) {
+        for (size_t i = 0; i < errs.n; i++)
+            fprintf(stderr, "%s\n", errs.items[i]);
+        policy_errors_cleanup(&errs);
+        return -1;
+    }
+    policy_errors_cleanup(&errs);
+    H.n_templates = H.cfg.n_templates;
+    H.templates = calloc(H.n_templates, sizeof *H.templates);
+    for (size_t i = 0; i < H.n_templates; i++)
+        H.templates[i].cfg = &H.cfg.templates[i];
+    H.slots = calloc(H.cfg.max_sandboxes ? H.cfg.max_sandboxes : 1, 1);
+    char nr[600];
+    snprintf(nr, sizeof nr, "%s/newroot", H.cfg.runtime_dir);
+    mkdir(H.cfg.runtime_dir, 0755);
+    if (mkdir(nr, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "sandgate-host: mkdir(%s): %s\n", nr, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Kill every sandbox and wait (bounded) for their cgroups to go. */
+static void kill_all(void)
+{
+    pthread_mutex_lock(&H.mu);
+    while (H.sandboxes)
+        host_sandbox_kill(H.sandboxes, NULL);
+    pthread_mutex_unlock(&H.mu);
+    for (int i = 0; i < 250; i++) {
+        pthread_mutex_lock(&H.mu);
+        host_sandboxes_tick(host_now_us());
+        int left = H.dying != NULL;
+        pthread_mutex_unlock(&H.mu);
+        if (!left)
+            break;
+        usleep(20000);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *config = NULL, *listen = NULL, *port_file = NULL;
+    default_paths();
+    static struct option opts[] = {{"config", 1, 0, 'c'},      {"listen", 1, 0, 'l'},
+                                   {"port-file", 1, 0, 'p'},   {"contain-lib", 1, 0, 'L'},
+                                   {"runtime", 1, 0, 'r'},     {"help", 0, 0, 'h'},
+                                   {0, 0, 0, 0}};
+    int o;
+    while ((o = getopt_long(argc, argv, "c:l:p:L:r:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': config = optarg; break;
+        case 'l': listen = optarg; break;
+        case 'p': port_file = optarg; break;
+        case 'L': snprintf(H.contain_lib, sizeof H.contain_lib, "%s", optarg); break;
+        case 'r': snprintf(H.runtime_py, sizeof H.runtime_py, "%s/zygote.py", optarg); break;
+        default: usage(); return 2;
+        }
+    }
+    if (!config) {
+        usage();
+        return 2;
+    }
+    /* SIGCHLD goes to the loop's signalfd; SIGTERM/INT to sigwait below.
+     * Blocked before any thread exists so every thread inherits the mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    if (load_config(config) != 0)
+        return 1;
+    if (access(H.contain_lib, R_OK) != 0)
+        fprintf(stderr, "sandgate-host: warning: %s: %s\n", H.contain_lib, strerror(errno));
+    grpc_init();
+    sg_err err;
+    int port = 0;
+    H.srv = rpc_server_create(H.cfg.threads, &err);
+    if (!H.srv || host_service_register(H.srv, &err) != 0 ||
+        rpc_server_listen(H.srv, listen ? listen : H.cfg.listen, NULL, &port, &err) != 0 ||
+        host_loop_start(&err) != 0) {
+        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        return 1;
+    }
+    pthread_mutex_lock(&H.mu);
+    int zrc = host_zygotes_start(&err);
+    pthread_mutex_unlock(&H.mu);
+    if (zrc != 0 || rpc_server_start(H.srv, &err) != 0) {
+        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        return 1;
+    }
+    if (port_file) {
+        FILE *f = fopen(port_file, "w");
+        if (f) {
+            fprintf(f, "%d\n", port);
+            fclose(f);
+        }
+    }
+    fprintf(stderr, "sandgate-host: %s serving on port %d (cgroups: %s)\n", H.cfg.name, port,
+            sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V2   ? "v2"
+            : sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V1 ? "v1"
+                                                                   : "none");
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    int sig;
+    sigwait(&stop, &sig);
+    fprintf(stderr, "sandgate-host: signal %d: shutting down\n", sig);
+    rpc_health_set_serving(0);
+    kill_all();
+    rpc_server_shutdown(H.srv);
+    host_loop_stop();
+    for (size_t i = 0; i < H.n_templates; i++)
+        if (H.templates[i].zygote_pid > 0)
+            kill(H.templates[i].zygote_pid, SIGKILL);
+    rpc_server_destroy(H.srv);
+    grpc_shutdown();
+    return 0;
+}

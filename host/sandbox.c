@@ -1,0 +1,614 @@
+/* sandbox.c — a sandbox's lifecycle on the host: create (cgroups, spec,
+ * zygote fork), the supervisor channel, TTL and idle expiry, kill and
+ * teardown. A kill answers only once the sandbox's cgroups are empty and
+ * removed, so "killed" means no process is left. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "host/contain/contain.h"
+#include "host/host.h"
+
+#define CREATE_TIMEOUT_US (15 * 1000000LL)
+#define SUP_MSG_MAX 4096
+
+host_sandbox *host_sandbox_find(const char *id)
+{
+    for (host_sandbox *s = H.sandboxes; s; s = s->next)
+        if (strcmp(s->id, id) == 0)
+            return s;
+    return NULL;
+}
+
+static host_sandbox *find_dedupe(const char *key)
+{
+    for (host_sandbox *s = H.sandboxes; s; s = s->next)
+        if (s->state != SB_KILLING && strcmp(s->dedupe, key) == 0)
+            return s;
+    return NULL;
+}
+
+void host_sandbox_fill(const host_sandbox *sb, Sandgate__V1__HostSandbox *out,
+                       Sandgate__V1__Sandbox *s, Sandgate__V1__Owner *o)
+{
+    sandgate__v1__host_sandbox__init(out);
+    sandgate__v1__sandbox__init(s);
+    sandgate__v1__owner__init(o);
+    s->sandbox_id = (char *)sb->id;
+    s->template_ = (char *)sb->template_name;
+    s->user_id = (char *)sb->user;
+    s->task_id = (char *)sb->task;
+    s->created_at = sb->created_ms;
+    s->expires_at = sb->expires_ms;
+    s->state = sb->state == SB_KILLING ? SANDGATE__V1__SANDBOX_STATE__SANDBOX_STATE_TERMINATED
+                                       : SANDGATE__V1__SANDBOX_STATE__SANDBOX_STATE_RUNNING;
+    o->tenant_id = (char *)sb->tenant;
+    o->user_id = (char *)sb->user;
+    o->task_id = (char *)sb->task;
+    out->sandbox = s;
+    out->owner = o;
+    out->last_active_at = sb->last_active_ms;
+}
+
+int host_supervisor_send(host_sandbox *sb, const char *fmt, ...)
+{
+    char buf[SUP_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (sb->sock.fd < 0 || n < 0 || (size_t)n >= sizeof buf)
+        return -1;
+    return send(sb->sock.fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n ? 0 : -1;
+}
+
+/* ---- create ---- */
+
+static void reply_created(host_sandbox *sb, int reused, rpc_call *call)
+{
+    Sandgate__V1__HostSandbox out;
+    Sandgate__V1__Sandbox s;
+    Sandgate__V1__Owner o;
+    host_sandbox_fill(sb, &out, &s, &o);
+    out.reused = reused;
+    rpc_call_reply(call, &out.base);
+}
+
+static void fail_create(host_sandbox *sb, int code, const char *msg)
+{
+    if (sb->create_call) {
+        sg_err e;
+        sg_err_set(&e, code, "sandbox %s: %s", sb->id, msg);
+        rpc_call_fail(sb->create_call, &e);
+        rpc_call_unref(sb->create_call);
+        sb->create_call = NULL;
+    }
+    host_sandbox_kill(sb, NULL);
+}
+
+static int alloc_slot(uint32_t *slot)
+{
+    for (uint32_t i = 0; i < H.cfg.max_sandboxes; i++)
+        if (!H.slots[i]) {
+            H.slots[i] = 1;
+            *slot = i;
+            return 0;
+        }
+    return -1;
+}
+
+/* The contain spec for this sandbox (host/contain/contain.h). */
+static char *build_spec(host_sandbox *sb, const host_template *t, const char *procs)
+{
+    size_t cap = 8192;
+    char *spec = malloc(cap);
+    const config_template *c = t->cfg;
+    uint32_t uid = H.cfg.uid_base + sb->slot;
+    int n = snprintf(spec, cap,
+                     "id=%s\nuid=%u\ngid=%u\nhostname=sandbox\nnewroot=%s/newroot\n"
+                     "workspace=/workspace\nworkspace_bytes=%llu\nworkspace_inodes=%llu\n"
+                     "tmp_bytes=%llu\ntmp_inodes=16384\nnofile=1024\nfsize=%llu\n"
+                     "seccomp=1\nnet=none\nfd_keep=3\n",
+                     sb->id, uid, uid, H.cfg.runtime_dir,
+                     (unsigned long long)sb->limits.disk_bytes,
+                     (unsigned long long)(sb->limits.disk_bytes / 4096 + 64),
+                     (unsigned long long)sb->limits.tmp_bytes,
+                     (unsigned long long)sb->limits.disk_bytes);
+    for (size_t i = 0; i < c->n_ro_binds; i++)
+        n += snprintf(spec + n, cap - (size_t)n, "ro_bind=%s\n", c->ro_binds[i]);
+    for (size_t i = 0; i < c->n_symlinks; i++)
+        n += snprintf(spec + n, cap - (size_t)n, "symlink=%s\n", c->symlinks[i]);
+    for (const char *p = procs; *p;) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len)
+            n += snprintf(spec + n, cap - (size_t)n, "cgroup_procs=%.*s\n", (int)len, p);
+        p += len + (e ? 1 : 0);
+    }
+    return spec;
+}
+
+/* JSON string escape into a growing buffer. */
+static void json_str(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n * 6 + 4 > *cap) {
+        *cap = (*len + n * 6 + 4) * 2;
+        *buf = realloc(*buf, *cap);
+    }
+    char *o = *buf + *len;
+    *o++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            *o++ = '\\';
+            *o++ = (char)ch;
+        } else if (ch < 0x20) {
+            o += sprintf(o, "\\u%04x", ch);
+        } else {
+            *o++ = (char)ch;
+        }
+    }
+    *o++ = '"';
+    *len = (size_t)(o - *buf);
+}
+
+static void json_kv(char **buf, size_t *len, size_t *cap, int *first, const char *k,
+                    const char *v, size_t vlen)
+{
+    if (!*first)
+        (*buf)[(*len)++] = ',';
+    *first = 0;
+    json_str(buf, len, cap, k, strlen(k));
+    (*buf)[(*len)++] = ':';
+    json_str(buf, len, cap, v, vlen);
+}
+
+/* The sandbox's whole environment: a fixed base, the request's env, the
+ * granted secrets. Nothing from the daemon. */
+static char *build_env(const Sandgate__V1__HostCreateRequest *req)
+{
+    size_t cap = 1024, len = 0;
+    char *buf = malloc(cap);
+    int first = 1;
+    buf[len++] = '{';
+    static const char *base[][2] = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
+                                    {"HOME", "/workspace"},
+                                    {"LANG", "C.UTF-8"},
+                                    {"MPLBACKEND", "Agg"},
+                                    {"TMPDIR", "/tmp"}};
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
+        json_kv(&buf, &len, &cap, &first, base[i][0], base[i][1], strlen(base[i][1]));
+    const Sandgate__V1__CreateSandboxRequest *r = req->request;
+    for (size_t i = 0; r && i < r->n_env; i++)
+        json_kv(&buf, &len, &cap, &first, r->env[i]->key, r->env[i]->value,
+                strlen(r->env[i]->value));
+    for (size_t i = 0; i < req->n_secrets; i++)
+        json_kv(&buf, &len, &cap, &first, req->secrets[i]->env,
+                (const char *)req->secrets[i]->value.data, req->secrets[i]->value.len);
+    if (len + 2 > cap)
+        buf = realloc(buf, cap = len + 2);
+    buf[len++] = '}';
+    buf[len] = 0;
+    return buf;
+}
+
+static void on_supervisor(host_watch *w, uint32_t events);
+
+static int valid_env_name(const char *k)
+{
+    if (!*k || strlen(k) > 128)
+        return 0;
+    for (const char *p = k; *p; p++)
+        if (!(*p == '_' || (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+              (p != k && *p >= '0' && *p <= '9')))
+            return 0;
+    return 1;
+}
+
+static int check_create(const Sandgate__V1__HostCreateRequest *req, sg_err *err)
+{
+    const Sandgate__V1__CreateSandboxRequest *r = req->request;
+    if (!r || !req->owner)
+        return sg_err_set(err, SG_EINVAL, "create: request and owner are required");
+    if (strlen(req->sandbox_id) >= HOST_ID_MAX || strlen(req->dedupe_key) >= 400 ||
+        strlen(req->owner->tenant_id) >= 128 || strlen(req->owner->user_id) >= 128 ||
+        strlen(req->owner->task_id) >= 128)
+        return sg_err_set(err, SG_EINVAL, "create: an id is too long");
+    for (const char *p = req->sandbox_id; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
+            return sg_err_set(err, SG_EINVAL, "create: sandbox_id has a character other than [a-z0-9_-]");
+    for (size_t i = 0; i < r->n_env; i++)
+        if (!valid_env_name(r->env[i]->key))
+            return sg_err_set(err, SG_EINVAL, "create: env name \"%.64s\" is not a valid variable name",
+                              r->env[i]->key);
+    return 0;
+}
+
+static void random_id(char *out, size_t n)
+{
+    unsigned char b[16];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, b, sizeof b) != sizeof b)
+        abort();   /* no randomness: never hand out guessable ids */
+    close(fd);
+    int k = snprintf(out, n, "%s-", H.cfg.name);
+    for (int i = 0; i < 16 && (size_t)k + 2 < n; i++)
+        k += snprintf(out + k, n - (size_t)k, "%02x", b[i]);
+}
+
+static host_sandbox *sandbox_new(const Sandgate__V1__HostCreateRequest *req, uint32_t slot)
+{
+    host_sandbox *sb = calloc(1, sizeof *sb);
+    if (req->sandbox_id[0])
+        snprintf(sb->id, sizeof sb->id, "%s", req->sandbox_id);
+    else
+        random_id(sb->id, sizeof sb->id);
+    snprintf(sb->tenant, sizeof sb->tenant, "%s", req->owner->tenant_id);
+    snprintf(sb->user, sizeof sb->user, "%s", req->owner->user_id);
+    snprintf(sb->task, sizeof sb->task, "%s", req->owner->task_id);
+    snprintf(sb->template_name, sizeof sb->template_name, "%s", req->request->template_);
+    snprintf(sb->dedupe, sizeof sb->dedupe, "%s", req->dedupe_key);
+    snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
+    sandgate__v1__limits__init(&sb->limits);
+    if (req->limits) {
+        sb->limits = *req->limits;
+        sb->limits.base.unknown_fields = NULL;
+        sb->limits.base.n_unknown_fields = 0;
+    }
+    if (!sb->limits.memory_bytes) sb->limits.memory_bytes = 512ull << 20;
+    if (!sb->limits.pids) sb->limits.pids = 128;
+    if (!sb->limits.cpu_millis) sb->limits.cpu_millis = 1000;
+    if (!sb->limits.disk_bytes) sb->limits.disk_bytes = 256ull << 20;
+    if (!sb->limits.tmp_bytes) sb->limits.tmp_bytes = 64ull << 20;
+    if (!sb->limits.max_file_bytes) sb->limits.max_file_bytes = 8ull << 20;
+    sb->slot = slot;
+    sb->sock.fd = -1;
+    sb->created_ms = sb->last_active_ms = host_wall_ms();
+    uint32_t ttl = req->request->ttl_seconds ? req->request->ttl_seconds : 600;
+    sb->expires_ms = sb->created_ms + (int64_t)ttl * 1000;
+    sb->create_deadline_us = host_now_us() + CREATE_TIMEOUT_US;
+    sb->secrets = calloc(req->n_secrets + 1, sizeof *sb->secrets);
+    for (size_t i = 0; i < req->n_secrets; i++) {
+        const Sandgate__V1__Secret *s = req->secrets[i];
+        if (s->value.len == 0)
+            continue;   /* an empty value cannot be found in output */
+        host_secret *d = &sb->secrets[sb->n_secrets++];
+        d->name = strdup(s->name);
+        d->value = malloc(s->value.len);
+        memcpy(d->value, s->value.data, s->value.len);
+        d->len = s->value.len;
+        if (d->len > sb->secret_max)
+            sb->secret_max = d->len;
+    }
+    return sb;
+}
+
+/* Launch: cgroups, then the zygote forks. Called with H.mu held. */
+static int launch(host_sandbox *sb, host_template *t, const Sandgate__V1__HostCreateRequest *req,
+                  sg_err *err)
+{
+    char procs[2048] = "", eb[512] = "";
+    if (t->cfg->contain) {
+        sgc_cgroup_limits lim = {.memory_bytes = sb->limits.memory_bytes,
+                                 .pids = sb->limits.pids,
+                                 .cpu_millis = sb->limits.cpu_millis};
+        if (sgc_cgroup_create(H.cfg.cgroup_root, sb->cgroup, &lim, procs, sizeof procs, eb,
+                              sizeof eb) != 0)
+            return sg_err_set(err, SG_EINTERNAL, "cgroup for %s: %s", sb->id, eb);
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+        return sg_err_errno(err, SG_EINTERNAL, "socketpair(sandbox %s)", sb->id);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    host_watch_add(&sb->sock, sv[0], on_supervisor, sb);
+    char *spec = build_spec(sb, t, procs);
+    char *env = build_env(req);
+    int rc = host_zygote_create(t, sb, spec, env, sv[1], err);
+    /* env holds secret values: wipe before free */
+    explicit_bzero(env, strlen(env));
+    free(env);
+    free(spec);
+    close(sv[1]);
+    return rc;
+}
+
+int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err)
+{
+    if (check_create(req, err) != 0)
+        return err->code;
+    host_template *t = host_template_find(req->request->template_);
+    if (!t)
+        return sg_err_set(err, SG_EINVAL, "create: this host has no template \"%.64s\"",
+                          req->request->template_);
+    pthread_mutex_lock(&H.mu);
+    host_sandbox *old = req->dedupe_key[0] ? find_dedupe(req->dedupe_key) : NULL;
+    if (old && old->state == SB_RUNNING) {
+        reply_created(old, 1, call);
+        pthread_mutex_unlock(&H.mu);
+        return 0;
+    }
+    if (old || (req->sandbox_id[0] && host_sandbox_find(req->sandbox_id))) {
+        pthread_mutex_unlock(&H.mu);
+        return sg_err_set(err, SG_EEXISTS, "create: a sandbox for this task is being created; retry");
+    }
+    uint32_t slot;
+    if (alloc_slot(&slot) != 0) {
+        pthread_mutex_unlock(&H.mu);
+        return sg_err_set(err, SG_EQUOTA, "host is full (%u sandboxes)", H.cfg.max_sandboxes);
+    }
+    host_sandbox *sb = sandbox_new(req, slot);
+    sb->next = H.sandboxes;
+    H.sandboxes = sb;
+    H.n_sandboxes++;
+    sb->create_call = rpc_call_ref(call);
+    int rc = launch(sb, t, req, err);
+    if (rc != 0) {
+        rpc_call_unref(sb->create_call);
+        sb->create_call = NULL;
+        host_sandbox_kill(sb, NULL);
+    }
+    pthread_mutex_unlock(&H.mu);
+    return rc;
+}
+
+/* ---- the supervisor channel ---- */
+
+static int recv_msg(int fd, char *buf, size_t cap, int *fds, int *nfds)
+{
+    struct iovec iov = {.iov_base = buf, .iov_len = cap - 1};
+    char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                        .msg_controllen = sizeof cbuf};
+    ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    *nfds = 0;
+    if (n <= 0)
+        return (int)n;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < k; i++) {
+            int fd2;
+            memcpy(&fd2, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+            if (*nfds < 4)
+                fds[(*nfds)++] = fd2;
+            else
+                close(fd2);
+        }
+    }
+    if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+        for (int i = 0; i < *nfds; i++)
+            close(fds[i]);
+        *nfds = 0;
+        return -2;
+    }
+    buf[n] = 0;
+    return (int)n;
+}
+
+static void close_fds(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+}
+
+static void on_ready_ctx(host_sandbox *sb, const char *id, int *fds, int nfds)
+{
+    host_ctx *c = host_ctx_find(sb, id);
+    if (!c && strcmp(id, "default") == 0 && sb->state == SB_CREATING)
+        c = host_ctx_new(sb, "default");
+    if (!c || nfds != 3) {
+        close_fds(fds, nfds);
+        return;
+    }
+    host_ctx_attach(c, fds[0], fds[1], fds[2]);
+    if (sb->state == SB_CREATING && strcmp(id, "default") == 0) {
+        sb->state = SB_RUNNING;
+        if (sb->create_call) {
+            reply_created(sb, 0, sb->create_call);
+            rpc_call_unref(sb->create_call);
+            sb->create_call = NULL;
+        }
+    }
+}
+
+/* One message from the supervisor (or, during create, from A or B). */
+static void handle_sup_msg(host_sandbox *sb, char *msg, int *fds, int nfds)
+{
+    char verb[16] = "", id[HOST_ID_MAX] = "";
+    int a = 0, b = 0;
+    sscanf(msg, "%15s %79s %d %d", verb, id, &a, &b);
+    if (strcmp(verb, "PID") == 0 && sb->state == SB_CREATING) {
+        sb->pid = (pid_t)atoi(id);
+    } else if (strcmp(verb, "READY") == 0) {
+        /* the default context follows */
+    } else if (strcmp(verb, "ERR") == 0 && sb->state == SB_CREATING) {
+        fprintf(stderr, "sandgate-host: sandbox %s: setup failed: %s\n", sb->id, msg + 4);
+        fail_create(sb, SG_EINTERNAL, msg + 4);
+        return;
+    } else if (strcmp(verb, "CTX") == 0) {
+        on_ready_ctx(sb, id, fds, nfds);
+        return;
+    } else if (strcmp(verb, "CTXERR") == 0) {
+        host_ctx *c = host_ctx_find(sb, id);
+        if (c)
+            host_ctx_failed(c, msg);
+    } else if (strcmp(verb, "CTXEXIT") == 0) {
+        host_ctx *c = host_ctx_find(sb, id);
+        if (c)
+            host_ctx_exited(c, a, b);
+    } else if (strcmp(verb, "EXEC") == 0) {
+        host_exec *e = host_exec_find(sb, id);
+        if (e && nfds == 2) {
+            host_exec_attach(e, fds[0], fds[1]);
+            return;
+        }
+    } else if (strcmp(verb, "EXECERR") == 0) {
+        host_exec *e = host_exec_find(sb, id);
+        if (e)
+            host_exec_failed(e, msg);
+    } else if (strcmp(verb, "EXIT") == 0) {
+        host_exec *e = host_exec_find(sb, id);
+        if (e)
+            host_exec_exited(e, a, b);
+    }
+    close_fds(fds, nfds);
+}
+
+static void on_supervisor(host_watch *w, uint32_t events)
+{
+    host_sandbox *sb = w->owner;
+    for (int i = 0; i < 64 && sb->sock.fd >= 0; i++) {
+        char buf[SUP_MSG_MAX];
+        int fds[4], nfds;
+        int n = recv_msg(w->fd, buf, sizeof buf, fds, &nfds);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR) && n == -1)
+            return;
+        if (n <= 0) {
+            /* EOF or garbage: the supervisor is gone, so is the sandbox. */
+            if (sb->state == SB_CREATING)
+                fail_create(sb, SG_EINTERNAL, "the sandbox died while starting");
+            else
+                host_sandbox_kill(sb, NULL);
+            return;
+        }
+        handle_sup_msg(sb, buf, fds, nfds);
+    }
+}
+
+/* ---- kill and teardown ---- */
+
+static void unlink_table(host_sandbox *sb)
+{
+    for (host_sandbox **p = &H.sandboxes; *p; p = &(*p)->next)
+        if (*p == sb) {
+            *p = sb->next;
+            H.n_sandboxes--;
+            break;
+        }
+}
+
+/* Stop everything: fail waiting calls, close fds, SIGKILL the cgroup. The
+ * struct moves to H.dying and is freed by the tick once its cgroups are
+ * empty (never inside an epoll batch that may still name its watches). */
+void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to)
+{
+    if (reply_to) {
+        sb->kill_calls = realloc(sb->kill_calls, (sb->n_kill_calls + 1) * sizeof *sb->kill_calls);
+        sb->kill_calls[sb->n_kill_calls++] = rpc_call_ref(reply_to);
+    }
+    if (sb->state == SB_KILLING)
+        return;
+    sb->state = SB_KILLING;
+    unlink_table(sb);
+    sb->next = H.dying;
+    H.dying = sb;
+    if (sb->create_call) {
+        rpc_call_finish(sb->create_call, GRPC_STATUS_UNAVAILABLE, "sandbox was killed while starting");
+        rpc_call_unref(sb->create_call);
+        sb->create_call = NULL;
+    }
+    for (host_ctx *c = sb->contexts; c; c = c->next)
+        host_ctx_destroy(c, "the sandbox was killed");
+    for (host_exec *e = sb->execs; e; e = e->next)
+        host_exec_destroy(e, "the sandbox was killed");
+    host_watch_close(&sb->sock);
+    char eb[256];
+    if (sgc_cgroup_detect(H.cfg.cgroup_root) != SGC_CGROUP_NONE)
+        sgc_cgroup_kill(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
+    if (sb->pid > 0)
+        kill(sb->pid, SIGKILL);
+}
+
+static void sandbox_free(host_sandbox *sb)
+{
+    host_ctx *c = sb->contexts;
+    while (c) {
+        host_ctx *n = c->next;
+        free(c);
+        c = n;
+    }
+    host_exec *e = sb->execs;
+    while (e) {
+        host_exec *n = e->next;
+        free(e);
+        e = n;
+    }
+    host_secrets_free(sb);
+    free(sb->kill_calls);
+    free(sb);
+}
+
+/* A dying sandbox is finished when its cgroups are gone. */
+static int reap_dying(host_sandbox *sb)
+{
+    host_template *t = host_template_find(sb->template_name);
+    int contained = t && t->cfg->contain;
+    if (contained) {
+        char eb[256];
+        if (!sgc_cgroup_empty(H.cfg.cgroup_root, sb->cgroup)) {
+            sgc_cgroup_kill(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
+            return 0;
+        }
+        if (sgc_cgroup_destroy(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb) != 0)
+            return 0;
+    } else if (sb->pid > 0 && kill(sb->pid, 0) == 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < sb->n_kill_calls; i++) {
+        Sandgate__V1__KillSandboxResponse r;
+        sandgate__v1__kill_sandbox_response__init(&r);
+        rpc_call_reply(sb->kill_calls[i], &r.base);
+        rpc_call_unref(sb->kill_calls[i]);
+    }
+    H.slots[sb->slot] = 0;
+    return 1;
+}
+
+void host_sandboxes_tick(int64_t now_us)
+{
+    int64_t wall = host_wall_ms();
+    host_sandbox *sb = H.sandboxes;
+    while (sb) {
+        host_sandbox *next = sb->next;
+        if (sb->state == SB_CREATING && now_us > sb->create_deadline_us) {
+            fail_create(sb, SG_EUNAVAIL, "timed out starting (zygote busy or broken)");
+        } else if (wall >= sb->expires_ms) {
+            fprintf(stderr, "sandgate-host: sandbox %s expired\n", sb->id);
+            host_sandbox_kill(sb, NULL);
+        } else if (sb->limits.idle_timeout_seconds &&
+                   wall - sb->last_active_ms >= (int64_t)sb->limits.idle_timeout_seconds * 1000) {
+            fprintf(stderr, "sandgate-host: sandbox %s idle; killed\n", sb->id);
+            host_sandbox_kill(sb, NULL);
+        } else {
+            for (host_ctx *c = sb->contexts; c; c = c->next)
+                host_ctx_tick(c, now_us);
+            for (host_exec **pe = &sb->execs; *pe;) {
+                host_exec *e = *pe;
+                host_exec_tick(e, now_us);
+                if (e->act.call == NULL && e->out.fd < 0 && e->err.fd < 0 && e->started) {
+                    *pe = e->next;   /* finished: no watch of it is in flight now */
+                    free(e);
+                } else {
+                    pe = &e->next;
+                }
+            }
+        }
+        sb = next;
+    }
+    for (host_sandbox **p = &H.dying; *p;) {
+        host_sandbox *d = *p;
+        if (reap_dying(d)) {
+            *p = d->next;
+            sandbox_free(d);
+        } else {
+            p = &d->next;
+        }
+    }
+}

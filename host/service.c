@@ -1,0 +1,316 @@
+/* service.c — the host's gRPC surface (sandgate.v1.Host). Each handler
+ * decodes, takes H.mu for the table, and either answers at once or hands
+ * the call to the sandbox/context/exec that answers it from the I/O loop.
+ * The gateway has authenticated and applied policy; the host checks shape
+ * and state. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/host.h"
+#include "rpc/health.h"
+
+#define UNPACK(type, fn, call)                                                              \
+    ({                                                                                      \
+        size_t len_;                                                                        \
+        const uint8_t *buf_ = rpc_call_request(call, &len_);                                \
+        sg_err e_;                                                                          \
+        type *m_ = (type *)rpc_unpack(&fn##__descriptor, buf_, len_, &e_);                  \
+        if (!m_)                                                                            \
+            rpc_call_fail(call, &e_);                                                       \
+        m_;                                                                                 \
+    })
+
+static void fail(rpc_call *c, int code, const char *msg)
+{
+    sg_err e;
+    sg_err_set(&e, code, "%s", msg);
+    rpc_call_fail(c, &e);
+}
+
+/* Look up a running sandbox with H.mu held; answers NOT_FOUND itself. */
+static host_sandbox *lookup(rpc_call *c, const char *id)
+{
+    host_sandbox *sb = host_sandbox_find(id);
+    if (!sb || sb->state == SB_KILLING) {
+        fail(c, SG_ENOTFOUND, "no such sandbox");
+        return NULL;
+    }
+    if (sb->state != SB_RUNNING) {
+        fail(c, SG_EPRECOND, "sandbox is still starting");
+        return NULL;
+    }
+    return sb;
+}
+
+static void on_create(rpc_call *c, void *d)
+{
+    Sandgate__V1__HostCreateRequest *r =
+        UNPACK(Sandgate__V1__HostCreateRequest, sandgate__v1__host_create_request, c);
+    if (!r)
+        return;
+    sg_err err;
+    if (host_sandbox_create(r, c, &err) != 0)
+        rpc_call_fail(c, &err);
+    /* wipe secret values from the decoded request */
+    for (size_t i = 0; i < r->n_secrets; i++)
+        explicit_bzero(r->secrets[i]->value.data, r->secrets[i]->value.len);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void reply_sandbox(rpc_call *c, host_sandbox *sb)
+{
+    Sandgate__V1__HostSandbox out;
+    Sandgate__V1__Sandbox s;
+    Sandgate__V1__Owner o;
+    host_sandbox_fill(sb, &out, &s, &o);
+    rpc_call_reply(c, &out.base);
+}
+
+static void on_get(rpc_call *c, void *d)
+{
+    Sandgate__V1__HostSandboxRef *r =
+        UNPACK(Sandgate__V1__HostSandboxRef, sandgate__v1__host_sandbox_ref, c);
+    if (!r)
+        return;
+    pthread_mutex_lock(&H.mu);
+    host_sandbox *sb = host_sandbox_find(r->sandbox_id);
+    if (sb && sb->state != SB_KILLING)
+        reply_sandbox(c, sb);
+    else
+        fail(c, SG_ENOTFOUND, "no such sandbox");
+    pthread_mutex_unlock(&H.mu);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void on_list(rpc_call *c, void *d)
+{
+    Sandgate__V1__HostListRequest *r =
+        UNPACK(Sandgate__V1__HostListRequest, sandgate__v1__host_list_request, c);
+    if (!r)
+        return;
+    pthread_mutex_lock(&H.mu);
+    size_t n = 0;
+    Sandgate__V1__HostSandbox *items = calloc(H.n_sandboxes + 1, sizeof *items);
+    Sandgate__V1__HostSandbox **ptrs = calloc(H.n_sandboxes + 1, sizeof *ptrs);
+    Sandgate__V1__Sandbox *sbs = calloc(H.n_sandboxes + 1, sizeof *sbs);
+    Sandgate__V1__Owner *owners = calloc(H.n_sandboxes + 1, sizeof *owners);
+    for (host_sandbox *sb = H.sandboxes; sb; sb = sb->next) {
+        if (sb->state != SB_RUNNING || strcmp(sb->tenant, r->tenant_id) != 0 ||
+            (r->user_id[0] && strcmp(sb->user, r->user_id) != 0))
+            continue;
+        host_sandbox_fill(sb, &items[n], &sbs[n], &owners[n]);
+        ptrs[n] = &items[n];
+        n++;
+    }
+    Sandgate__V1__HostListResponse out;
+    sandgate__v1__host_list_response__init(&out);
+    out.n_sandboxes = n;
+    out.sandboxes = ptrs;
+    rpc_call_reply(c, &out.base);
+    pthread_mutex_unlock(&H.mu);
+    free(items);
+    free(ptrs);
+    free(sbs);
+    free(owners);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void on_kill(rpc_call *c, void *d)
+{
+    Sandgate__V1__HostSandboxRef *r =
+        UNPACK(Sandgate__V1__HostSandboxRef, sandgate__v1__host_sandbox_ref, c);
+    if (!r)
+        return;
+    pthread_mutex_lock(&H.mu);
+    host_sandbox *sb = host_sandbox_find(r->sandbox_id);
+    if (sb)
+        host_sandbox_kill(sb, c);   /* answered once the cgroup is empty */
+    else
+        fail(c, SG_ENOTFOUND, "no such sandbox");
+    pthread_mutex_unlock(&H.mu);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void on_extend(rpc_call *c, void *d)
+{
+    Sandgate__V1__HostExtendRequest *r =
+        UNPACK(Sandgate__V1__HostExtendRequest, sandgate__v1__host_extend_request, c);
+    if (!r)
+        return;
+    pthread_mutex_lock(&H.mu);
+    host_sandbox *sb = lookup(c, r->sandbox_id);
+    if (sb) {
+        if (r->expires_at > sb->expires_ms)
+            sb->expires_ms = r->expires_at;
+        reply_sandbox(c, sb);
+    }
+    pthread_mutex_unlock(&H.mu);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void on_create_context(rpc_call *c, void *d)
+{
+    Sandgate__V1__CreateContextRequest *r =
+        UNPACK(Sandgate__V1__CreateContextRequest, sandgate__v1__create_context_request, c);
+    if (!r)
+        return;
+    if (r->language[0] && strcmp(r->language, "python") != 0) {
+        fail(c, SG_EINVAL, "language must be \"python\"");
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        return;
+    }
+    pthread_mutex_lock(&H.mu);
+    host_sandbox *sb = lookup(c, r->sandbox_id);
+    if (sb) {
+        char id[32];
+        snprintf(id, sizeof id, "ctx%u", ++sb->ctx_seq);
+        host_ctx *ctx = host_ctx_new(sb, id);
+        ctx->create_call = rpc_call_ref(c);
+        if (host_supervisor_send(sb, "CTX %s", id) != 0)
+            host_ctx_failed(ctx, "cannot reach the sandbox's supervisor");
+    }
+    pthread_mutex_unlock(&H.mu);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void cancel_run(void *arg)
+{
+    pthread_mutex_lock(&H.mu);
+    host_ctx_cancel_call(arg);
+    pthread_mutex_unlock(&H.mu);
+}
+
+static void on_run(rpc_call *c, void *d)
+{
+    Sandgate__V1__RunCodeRequest *r =
+        UNPACK(Sandgate__V1__RunCodeRequest, sandgate__v1__run_code_request, c);
+    if (!r)
+        return;
+    rpc_call_on_cancel(c, cancel_run, c);
+    pthread_mutex_lock(&H.mu);
+    host_sandbox *sb = lookup(c, r->sandbox_id);
+    host_ctx *ctx = sb ? host_ctx_find(sb, r->context_id[0] ? r->context_id : "default") : NULL;
+    if (sb && !ctx)
+        fail(c, SG_ENOTFOUND, "no such context in this sandbox");
+    if (ctx) {
+        host_run *run = calloc(1, sizeof *run);
+        host_action_init(&run->act, c, r->max_output_bytes, r->timeout_seconds);
+        run->code_len = strlen(r->code);
+        run->code = r->code;   /* steal the string from the message */
+        r->code = NULL;
+        sg_err err;
+        if (host_ctx_submit(ctx, run, &err) != 0) {
+            rpc_call_fail(c, &err);
+            host_action_release(&run->act);
+            free(run->code);
+            free(run);
+        }
+    }
+    pthread_mutex_unlock(&H.mu);
+    if (!r->code)
+        r->code = (char *)protobuf_c_empty_string;
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void cancel_exec(void *arg)
+{
+    pthread_mutex_lock(&H.mu);
+    host_exec_cancel_call(arg);
+    pthread_mutex_unlock(&H.mu);
+}
+
+static void on_exec(rpc_call *c, void *d)
+{
+    Sandgate__V1__ExecRequest *r = UNPACK(Sandgate__V1__ExecRequest, sandgate__v1__exec_request, c);
+    if (!r)
+        return;
+    rpc_call_on_cancel(c, cancel_exec, c);
+    pthread_mutex_lock(&H.mu);
+    host_sandbox *sb = lookup(c, r->sandbox_id);
+    if (sb) {
+        host_exec *e;
+        sg_err err;
+        if (host_exec_start(sb, r->command, &e, &err) != 0)
+            rpc_call_fail(c, &err);
+        else
+            host_action_init(&e->act, c, r->max_output_bytes, r->timeout_seconds);
+    }
+    pthread_mutex_unlock(&H.mu);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void on_write_file(rpc_call *c, void *d)
+{
+    Sandgate__V1__WriteFileRequest *r =
+        UNPACK(Sandgate__V1__WriteFileRequest, sandgate__v1__write_file_request, c);
+    if (!r)
+        return;
+    pthread_mutex_lock(&H.mu);
+    host_sandbox *sb = lookup(c, r->sandbox_id);
+    if (sb) {
+        sg_err err;
+        if (host_file_write(sb, r->path, r->data.data, r->data.len, r->mode, &err) != 0) {
+            rpc_call_fail(c, &err);
+        } else {
+            Sandgate__V1__WriteFileResponse out;
+            sandgate__v1__write_file_response__init(&out);
+            out.bytes_written = r->data.len;
+            rpc_call_reply(c, &out.base);
+            sb->last_active_ms = host_wall_ms();
+        }
+    }
+    pthread_mutex_unlock(&H.mu);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void on_read_file(rpc_call *c, void *d)
+{
+    Sandgate__V1__ReadFileRequest *r =
+        UNPACK(Sandgate__V1__ReadFileRequest, sandgate__v1__read_file_request, c);
+    if (!r)
+        return;
+    pthread_mutex_lock(&H.mu);
+    host_sandbox *sb = lookup(c, r->sandbox_id);
+    if (sb) {
+        sg_err err;
+        uint8_t *data = NULL;
+        size_t len = 0;
+        if (host_file_read(sb, r->path, sb->limits.max_file_bytes, &data, &len, &err) != 0) {
+            rpc_call_fail(c, &err);
+        } else {
+            Sandgate__V1__ReadFileResponse out;
+            sandgate__v1__read_file_response__init(&out);
+            out.data.data = data;
+            out.data.len = len;
+            rpc_call_reply(c, &out.base);
+            sb->last_active_ms = host_wall_ms();
+        }
+        free(data);
+    }
+    pthread_mutex_unlock(&H.mu);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+int host_service_register(rpc_server *srv, sg_err *err)
+{
+    static const struct {
+        const char *path;
+        rpc_handler_fn fn;
+    } methods[] = {
+        {"/sandgate.v1.Host/CreateSandbox", on_create},
+        {"/sandgate.v1.Host/GetSandbox", on_get},
+        {"/sandgate.v1.Host/ListSandboxes", on_list},
+        {"/sandgate.v1.Host/KillSandbox", on_kill},
+        {"/sandgate.v1.Host/ExtendSandbox", on_extend},
+        {"/sandgate.v1.Host/CreateContext", on_create_context},
+        {"/sandgate.v1.Host/RunCode", on_run},
+        {"/sandgate.v1.Host/Exec", on_exec},
+        {"/sandgate.v1.Host/WriteFile", on_write_file},
+        {"/sandgate.v1.Host/ReadFile", on_read_file},
+    };
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (rpc_server_add_method(srv, methods[i].path, methods[i].fn, NULL, err) != 0)
+            return -1;
+    return rpc_health_register(srv, "sandgate.v1.Host", err);
+}
