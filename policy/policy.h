@@ -57,6 +57,9 @@ typedef struct policy_decision {
     int allow;            /* 1 allow, 0 deny */
     char rule[128];       /* rule that decided */
     char message[256];    /* what was asked and why */
+    int err;              /* on deny: SG_EDENIED, SG_EQUOTA (a quota), SG_ENOTFOUND
+                             (unknown tenant/template/secret) or SG_EUNAUTH;
+                             SG_OK on allow. Added after the contract. */
 } policy_decision;
 
 typedef enum { POLICY_SCOPE_PER_TASK = 0, POLICY_SCOPE_PER_USER = 1 } policy_scope;

@@ -1,0 +1,169 @@
+/* load.c — the policy object's life: read the file, parse, validate, hash,
+ * hand out refs, free on the last unref. A policy is immutable once this
+ * returns it, so any number of threads may read it while the gateway swaps
+ * in a new one (the refcount is atomic). A file with any error never yields
+ * a policy. Leaves the schema to validate.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "policy/internal.h"
+#include "policy/lint.h"
+
+#define POLICY_MAX_BYTES (64u << 20)
+
+void policy_hash_key(const char *key, size_t len, char hex[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(key, len, md, &n, EVP_sha256(), NULL);
+    for (unsigned i = 0; i < n && i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    hex[64] = 0;
+}
+
+int policy_read_file(const char *path, char **buf, size_t *len, sg_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sg_err_errno(err, SG_EINVAL, "open(%s)", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > POLICY_MAX_BYTES) {
+        int saved = errno;
+        close(fd);
+        if (!S_ISREG(st.st_mode))
+            return sg_err_set(err, SG_EINVAL, "%s: not a regular file", path);
+        if (st.st_size > POLICY_MAX_BYTES)
+            return sg_err_set(err, SG_EINVAL, "%s: larger than %u bytes", path, POLICY_MAX_BYTES);
+        errno = saved;
+        return sg_err_errno(err, SG_EINVAL, "fstat(%s)", path);
+    }
+    size_t cap = (size_t)st.st_size, n = 0;
+    char *b = malloc(cap + 1);
+    if (!b) {
+        close(fd);
+        return sg_err_set(err, SG_EINTERNAL, "%s: out of memory", path);
+    }
+    while (n < cap) {
+        ssize_t r = read(fd, b + n, cap - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            free(b);
+            close(fd);
+            return sg_err_errno(err, SG_EINVAL, "read(%s)", path);
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    b[n] = 0;
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+int policy_lint_buffer(const char *name, const char *yaml, size_t len,
+                       policy **out, policy_errors *errs, policy_errors *warns)
+{
+    *out = NULL;
+    policy *p = calloc(1, sizeof *p);
+    if (!p)
+        return SG_EINTERNAL;
+    atomic_init(&p->refs, 1);
+    pol_diag d = {.file = name, .errs = errs, .warns = warns};
+    /* The tree lives in the policy's arena, so the policy borrows its
+     * strings instead of copying them; it costs a few bytes per node. */
+    ynode *root = pol_parse(&p->arena, &d, yaml, len);
+    if (d.n_errs == 0)
+        pol_build(p, &d, root);
+    if (d.n_errs) {
+        pol_arena_cleanup(&p->arena);
+        free(p);
+        return SG_EINVAL;
+    }
+    policy_hash_key(yaml, len, p->hash);
+    *out = p;
+    return 0;
+}
+
+int policy_lint_file(const char *path, policy **out, policy_errors *errs, policy_errors *warns)
+{
+    char *buf;
+    size_t len;
+    sg_err err;
+    *out = NULL;
+    if (policy_read_file(path, &buf, &len, &err) < 0) {
+        if (errs)
+            pol_errors_push(errs, strdup(err.msg));
+        return SG_EINVAL;
+    }
+    int r = policy_lint_buffer(path, buf, len, out, errs, warns);
+    free(buf);
+    return r;
+}
+
+int policy_load_file(const char *path, policy **out, policy_errors *errs)
+{
+    return policy_lint_file(path, out, errs, NULL);
+}
+
+int policy_load_buffer(const char *name, const char *yaml, size_t len,
+                       policy **out, policy_errors *errs)
+{
+    return policy_lint_buffer(name, yaml, len, out, errs, NULL);
+}
+
+policy *policy_ref(policy *p)
+{
+    if (p)
+        atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    return p;
+}
+
+void policy_unref(policy *p)
+{
+    if (!p)
+        return;
+    /* acq_rel: the freeing thread must see every other thread's reads done */
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1) {
+        pol_arena_cleanup(&p->arena);
+        free(p);
+    }
+}
+
+const char *policy_hash(const policy *p)
+{
+    return p->hash;
+}
+
+static long lookup(const pol_index *ix, const char *s)
+{
+    size_t n;
+    const uint32_t *v = s ? pol_index_get(ix, s, strlen(s), &n) : NULL;
+    return v && n ? (long)v[0] : -1;
+}
+
+const pol_tenant *pol_tenant_find(const policy *p, const char *id)
+{
+    long i = lookup(&p->by_tenant, id);
+    return i < 0 ? NULL : &p->tenants[i];
+}
+
+const pol_template *pol_template_find(const policy *p, const char *name)
+{
+    long i = lookup(&p->by_template, name);
+    return i < 0 ? NULL : &p->templates[i];
+}
+
+const pol_secret *pol_secret_find(const policy *p, const char *name)
+{
+    long i = lookup(&p->by_secret, name);
+    return i < 0 ? NULL : &p->secrets[i];
+}
