@@ -1,1 +1,759 @@
-int main(void){return 0;}
+/* contain_test.c — libsandgate_contain tested for real, as root: each case
+ * plays the zygote (fork A: sgc_unshare, fork B: sgc_enter) and runs checks
+ * inside B, which reports "name 1|0 detail" lines over a pipe kept by
+ * fd_keep; the parent asserts them and the cgroup side, then kills and
+ * removes everything it made. The last case proves no mount leaked. */
+#include "host/contain/contain.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define ROOT "/sys/fs/cgroup"
+#define UID 61234
+#define WS_BYTES (4u << 20)
+
+static char g_newroot[64];
+static int g_mounts_before;
+static int g_stray_fd = -1; /* opened in the parent, must be closed inside */
+static int g_seq;
+
+/* ---------- helpers ---------- */
+
+static int count_lines(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+static void reap_all(void)
+{
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+}
+
+static void report(int fd, const char *name, int ok, const char *fmt, ...)
+{
+    char line[512], detail[400] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    int n = snprintf(line, sizeof line, "%s %d %s\n", name, ok ? 1 : 0, detail);
+    if (write(fd, line, (size_t)n) < 0)
+        _exit(3);
+}
+
+#define CHECK_ERRNO(fd, name, expr, want)                                                   \
+    do {                                                                                    \
+        errno = 0;                                                                          \
+        long rc_ = (long)(expr);                                                            \
+        int e_ = errno;                                                                     \
+        report(fd, name, rc_ == -1 && e_ == (want), "rc=%ld errno=%d (%s), want %d", rc_, e_, \
+               strerror(e_), (want));                                                       \
+    } while (0)
+
+typedef struct sandbox {
+    char name[64];
+    char procs[1024];
+    pid_t a;      /* child A, host pid namespace */
+    int status;   /* A's wait status, once waited */
+    int waited;
+    int rfd;      /* read end of B's report pipe */
+    char out[16384];
+    size_t outlen;
+} sandbox;
+
+static void spec_for(const sandbox *sb, int wfd, const char *extra, char *spec, size_t size)
+{
+    int n = snprintf(spec, size,
+                     "id=%s\nuid=%d\ngid=%d\nhostname=sandbox-test\nnewroot=%s\n"
+                     "ro_bind=/usr\nsymlink=usr/bin:/bin\nsymlink=usr/lib:/lib\n"
+                     "symlink=usr/lib64:/lib64\nsymlink=usr/sbin:/sbin\n"
+                     "workspace_bytes=%u\nworkspace_inodes=64\ntmp_bytes=8388608\n"
+                     "fsize=1048576\nnofile=256\nfd_keep=%d\n%s",
+                     sb->name, UID, UID, g_newroot, WS_BYTES, wfd, extra ? extra : "");
+    for (char *p = (char *)sb->procs, *nl; *p && n < (int)size; p = nl ? nl + 1 : p + strlen(p)) {
+        nl = strchr(p, '\n');
+        int l = nl ? (int)(nl - p) : (int)strlen(p);
+        n += snprintf(spec + n, size - (size_t)n, "cgroup_procs=%.*s\n", l, p);
+    }
+}
+
+/* B: enter, run the checks, exit. Never returns. */
+static void run_b(const char *spec, int wfd, void (*inside)(int))
+{
+    char err[512];
+    if (sgc_enter(spec, err, sizeof err) != 0) {
+        report(wfd, "ERR", 0, "sgc_enter: %s", err);
+        _exit(1);
+    }
+    inside(wfd);
+    _exit(0);
+}
+
+/* A: what the zygote's child does, except that A waits for B so the test
+ * gets B's status through A. */
+static void run_a(const char *spec, int wfd, void (*inside)(int))
+{
+    char err[512];
+    if (sgc_unshare(spec, err, sizeof err) != 0) {
+        report(wfd, "ERR", 0, "sgc_unshare: %s", err);
+        _exit(1);
+    }
+    pid_t b = fork();
+    if (b < 0)
+        _exit(2);
+    if (b == 0)
+        run_b(spec, wfd, inside);
+    close(wfd);
+    int st;
+    if (waitpid(b, &st, 0) < 0)
+        _exit(2);
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+static void sandbox_start(sandbox *sb, const sgc_cgroup_limits *lim, const char *extra,
+                          void (*inside)(int))
+{
+    char err[512], spec[8192];
+    memset(sb, 0, sizeof *sb);
+    snprintf(sb->name, sizeof sb->name, "sgct-%d-%d", (int)getpid(), ++g_seq);
+    if (sgc_cgroup_create(ROOT, sb->name, lim, sb->procs, sizeof sb->procs, err, sizeof err))
+        fail_msg("sgc_cgroup_create: %s", err);
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    spec_for(sb, p[1], extra, spec, sizeof spec);
+    sb->a = fork();
+    assert_true(sb->a >= 0);
+    if (sb->a == 0) {
+        close(p[0]);
+        run_a(spec, p[1], inside);
+    }
+    close(p[1]);
+    sb->rfd = p[0];
+}
+
+/* Read until `until` shows up (or EOF when NULL). */
+static void sandbox_read(sandbox *sb, const char *until)
+{
+    while (sb->outlen + 1 < sizeof sb->out) {
+        if (until && strstr(sb->out, until))
+            return;
+        ssize_t r = read(sb->rfd, sb->out + sb->outlen, sizeof sb->out - 1 - sb->outlen);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return;
+        sb->outlen += (size_t)r;
+        sb->out[sb->outlen] = '\0';
+    }
+}
+
+/* Kill whatever is left, reap, remove the groups, check they are gone. */
+static int sandbox_finish(sandbox *sb)
+{
+    char err[512], path[256];
+    int killed = sgc_cgroup_kill(ROOT, sb->name, err, sizeof err);
+    if (killed < 0)
+        fail_msg("sgc_cgroup_kill: %s", err);
+    if (!sb->waited)
+        assert_int_equal(waitpid(sb->a, &sb->status, 0), sb->a);
+    sb->waited = 1;
+    int st = sb->status;
+    sandbox_read(sb, NULL);
+    close(sb->rfd);
+    reap_all();
+    assert_int_equal(sgc_cgroup_empty(ROOT, sb->name), 1);
+    if (sgc_cgroup_destroy(ROOT, sb->name, err, sizeof err))
+        fail_msg("sgc_cgroup_destroy: %s", err);
+    snprintf(path, sizeof path, ROOT "/memory/sandgate/%s", sb->name);
+    assert_int_equal(access(path, F_OK), -1);
+    snprintf(path, sizeof path, ROOT "/pids/sandgate/%s", sb->name);
+    assert_int_equal(access(path, F_OK), -1);
+    return st;
+}
+
+/* Every line named in `names` must read "name 1". */
+static void expect_ok(const sandbox *sb, const char *const *names)
+{
+    if (getenv("SGC_TEST_VERBOSE"))
+        fputs(sb->out, stderr);
+    if (strstr(sb->out, "ERR 0"))
+        fail_msg("sandbox setup failed:\n%s", sb->out);
+    for (; *names; names++) {
+        char key[128];
+        snprintf(key, sizeof key, "\n%s ", *names);
+        const char *hit = strstr(sb->out, key + 1) == sb->out ? sb->out : strstr(sb->out, key);
+        if (!hit)
+            fail_msg("check '%s' not reported; output:\n%s", *names, sb->out);
+        hit += hit == sb->out ? 0 : 1;
+        const char *val = hit + strlen(*names) + 1;
+        if (*val != '1') {
+            const char *eol = strchr(hit, '\n');
+            fail_msg("check failed: %.*s", eol ? (int)(eol - hit) : (int)strlen(hit), hit);
+        }
+    }
+}
+
+static void run_case(const sgc_cgroup_limits *lim, const char *extra, void (*inside)(int),
+                     const char *const *names)
+{
+    sandbox sb;
+    sandbox_start(&sb, lim, extra, inside);
+    sandbox_read(&sb, NULL);
+    /* A must end on its own: the kill in sandbox_finish is for leftovers. */
+    assert_int_equal(waitpid(sb.a, &sb.status, 0), sb.a);
+    sb.waited = 1;
+    int st = sandbox_finish(&sb);
+    expect_ok(&sb, names);
+    assert_int_equal(st, 0);
+}
+
+static const sgc_cgroup_limits k_lim = {.memory_bytes = 256u << 20, .pids = 64, .cpu_millis = 1000};
+
+/* ---------- inside B ---------- */
+
+static void status_field(const char *key, char *out, size_t size)
+{
+    char buf[4096];
+    out[0] = '\0';
+    int fd = open("/proc/self/status", O_RDONLY);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    char *p = strstr(buf, key);
+    if (!p)
+        return;
+    p += strlen(key);
+    while (*p == ':' || *p == '\t' || *p == ' ')
+        p++;
+    snprintf(out, size, "%.*s", (int)strcspn(p, "\n"), p);
+}
+
+static void check_status(int fd, const char *key, const char *want)
+{
+    char v[64], name[64];
+    status_field(key, v, sizeof v);
+    snprintf(name, sizeof name, "status_%s", key);
+    report(fd, name, !strcmp(v, want), "%s='%s' want '%s'", key, v, want);
+}
+
+static void inside_identity(int fd)
+{
+    report(fd, "pid1", getpid() == 1, "pid=%d", (int)getpid());
+    report(fd, "uid", getuid() == UID && geteuid() == UID && getgid() == UID, "uid=%d gid=%d",
+           (int)getuid(), (int)getgid());
+    check_status(fd, "CapEff", "0000000000000000");
+    check_status(fd, "CapPrm", "0000000000000000");
+    check_status(fd, "CapInh", "0000000000000000");
+    check_status(fd, "CapBnd", "0000000000000000");
+    check_status(fd, "CapAmb", "0000000000000000");
+    check_status(fd, "NoNewPrivs", "1");
+    check_status(fd, "Seccomp", "2");
+    CHECK_ERRNO(fd, "setuid0", setuid(0), EPERM);
+    struct rlimit rl;
+    getrlimit(RLIMIT_CORE, &rl);
+    report(fd, "core0", rl.rlim_cur == 0 && rl.rlim_max == 0, "core=%llu", (unsigned long long)rl.rlim_max);
+    getrlimit(RLIMIT_NOFILE, &rl);
+    report(fd, "nofile", rl.rlim_cur == 256, "nofile=%llu", (unsigned long long)rl.rlim_cur);
+    report(fd, "stray_fd_closed", fcntl(g_stray_fd, F_GETFD) == -1 && errno == EBADF, "fd %d", g_stray_fd);
+    char host[64] = "";
+    gethostname(host, sizeof host);
+    report(fd, "hostname", !strcmp(host, "sandbox-test"), "'%s'", host);
+}
+
+static int count_procs(void)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] >= '1' && e->d_name[0] <= '9';
+    closedir(d);
+    return n;
+}
+
+/* Fill the workspace with 256 KiB files until the tmpfs refuses. */
+static void check_quota(int fd)
+{
+    static char chunk[256 << 10];
+    size_t total = 0;
+    int e = 0;
+    for (int i = 0; i < 64 && !e; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/workspace/f%d", i);
+        int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (f < 0) {
+            e = errno;
+            break;
+        }
+        ssize_t w = write(f, chunk, sizeof chunk);
+        if (w < 0)
+            e = errno;
+        else
+            total += (size_t)w;
+        if (w >= 0 && (size_t)w < sizeof chunk && write(f, chunk, 4096) < 0)
+            e = errno;
+        close(f);
+    }
+    report(fd, "workspace_quota", e == ENOSPC && total <= WS_BYTES && total >= WS_BYTES / 2,
+           "wrote %zu, errno=%d (%s)", total, e, strerror(e));
+}
+
+static void check_fsize(int fd)
+{
+    static char chunk[2 << 20];
+    signal(SIGXFSZ, SIG_IGN);
+    int f = open("/tmp/big", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ssize_t w = f < 0 ? -1 : write(f, chunk, sizeof chunk);
+    ssize_t w2 = f < 0 ? -1 : write(f, chunk, 16);
+    int e = errno;
+    if (f >= 0)
+        close(f);
+    unlink("/tmp/big");
+    report(fd, "fsize", w == (1 << 20) && w2 == -1 && e == EFBIG, "w=%zd w2=%zd errno=%d", w, w2, e);
+}
+
+static void inside_fs(int fd)
+{
+    CHECK_ERRNO(fd, "no_shadow", open("/etc/shadow", O_RDONLY), ENOENT);
+    char buf[512] = "";
+    int f = open("/etc/passwd", O_RDONLY);
+    ssize_t n = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
+    if (f >= 0)
+        close(f);
+    if (n > 0)
+        buf[n] = '\0';
+    report(fd, "passwd", strstr(buf, "sandbox:x:61234:61234:") != NULL, "%zd bytes", n);
+    CHECK_ERRNO(fd, "usr_ro", open("/usr/sgc-test", O_WRONLY | O_CREAT, 0600), EROFS);
+    CHECK_ERRNO(fd, "root_ro", mkdir("/sgc-test", 0700), EROFS);
+    CHECK_ERRNO(fd, "no_work_dir", access("/work", F_OK), ENOENT);
+    f = open("/tmp/x", O_WRONLY | O_CREAT, 0600);
+    report(fd, "tmp_rw", f >= 0, "errno=%d", errno);
+    if (f >= 0)
+        close(f);
+    f = open("/dev/null", O_WRONLY);
+    report(fd, "dev_null", f >= 0 && write(f, "x", 1) == 1, "errno=%d", errno);
+    if (f >= 0)
+        close(f);
+    f = open("/dev/urandom", O_RDONLY);
+    report(fd, "dev_urandom", f >= 0 && read(f, buf, 16) == 16, "errno=%d", errno);
+    if (f >= 0)
+        close(f);
+    report(fd, "dev_fd", readlink("/dev/fd", buf, sizeof buf) > 0, "errno=%d", errno);
+    report(fd, "only_own_pids", count_procs() == 1, "%d pids in /proc", count_procs());
+    check_quota(fd);
+    check_fsize(fd);
+}
+
+/* A child issuing an x32 syscall number must die of the bad-arch action. */
+static void check_x32(int fd)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        syscall(0x40000000 | SYS_getpid);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    report(fd, "x32_killed", WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS, "status=0x%x", st);
+}
+
+static void check_clone(int fd)
+{
+    long r = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+    if (r == 0)
+        _exit(0);
+    int e = errno;
+    report(fd, "clone_newuser", r == -1 && e == EPERM, "rc=%ld errno=%d", r, e);
+    CHECK_ERRNO(fd, "clone3", syscall(SYS_clone3, NULL, 0), ENOSYS);
+    pid_t p = fork();
+    if (p == 0)
+        _exit(7);
+    int st = 0;
+    waitpid(p, &st, 0);
+    report(fd, "fork_ok", p > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 7, "pid=%d", (int)p);
+}
+
+static void check_sockets(int fd)
+{
+    CHECK_ERRNO(fd, "af_netlink", socket(AF_NETLINK, SOCK_RAW, 0), EAFNOSUPPORT);
+    CHECK_ERRNO(fd, "af_packet", socket(AF_PACKET, SOCK_RAW, 0), EAFNOSUPPORT);
+    CHECK_ERRNO(fd, "af_netlink_hi", syscall(SYS_socket, (1ul << 32) | AF_NETLINK, SOCK_RAW, 0),
+                EAFNOSUPPORT);
+    CHECK_ERRNO(fd, "raw4", socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP), EPERM);
+    CHECK_ERRNO(fd, "raw6", socket(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6), EPERM);
+    int s = socket(AF_INET, SOCK_STREAM, 0), u = socket(AF_UNIX, SOCK_STREAM, 0);
+    report(fd, "inet_unix_ok", s >= 0 && u >= 0, "inet=%d unix=%d errno=%d", s, u, errno);
+    close(s);
+    close(u);
+}
+
+static void inside_denied(int fd)
+{
+    CHECK_ERRNO(fd, "mount", mount("none", "/tmp", "tmpfs", 0, NULL), EPERM);
+    CHECK_ERRNO(fd, "umount", umount2("/usr", MNT_DETACH), EPERM);
+    CHECK_ERRNO(fd, "unshare_ns", unshare(CLONE_NEWNS), EPERM);
+    CHECK_ERRNO(fd, "unshare_user", unshare(CLONE_NEWUSER), EPERM);
+    CHECK_ERRNO(fd, "setns", setns(0, 0), EPERM);
+    CHECK_ERRNO(fd, "ptrace", ptrace(PTRACE_TRACEME, 0, 0, 0), EPERM);
+    CHECK_ERRNO(fd, "bpf", syscall(SYS_bpf, 0, 0, 0), EPERM);
+    CHECK_ERRNO(fd, "io_uring", syscall(SYS_io_uring_setup, 1, NULL), EPERM);
+    CHECK_ERRNO(fd, "keyctl", syscall(SYS_keyctl, 0, 0, 0, 0, 0), EPERM);
+    CHECK_ERRNO(fd, "perf", syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0), EPERM);
+    CHECK_ERRNO(fd, "userfaultfd", syscall(SYS_userfaultfd, 0), EPERM);
+    CHECK_ERRNO(fd, "pvm_readv", syscall(SYS_process_vm_readv, 1, NULL, 0, NULL, 0, 0), EPERM);
+    CHECK_ERRNO(fd, "tiocsti", ioctl(0, TIOCSTI, "x"), EPERM);
+    CHECK_ERRNO(fd, "tiocsti_hi", syscall(SYS_ioctl, 0, (1ul << 32) | TIOCSTI, "x"), EPERM);
+    CHECK_ERRNO(fd, "persona", personality(ADDR_NO_RANDOMIZE), EPERM);
+    report(fd, "persona_query", personality(0xffffffff) == 0, "errno=%d", errno);
+    check_clone(fd);
+    check_sockets(fd);
+    check_x32(fd);
+}
+
+static void inside_net(int fd)
+{
+    /* /proc/net/dev, not if_nameindex(): that needs netlink, which is denied. */
+    char buf[2048] = "";
+    int f = open("/proc/net/dev", O_RDONLY);
+    ssize_t r = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
+    if (f >= 0)
+        close(f);
+    if (r > 0)
+        buf[r] = '\0';
+    int n = 0, lo = 0;
+    for (char *line = buf; (line = strchr(line, '\n')) && line[1]; n++) {
+        line++;
+        lo += strncmp(line + strspn(line, " "), "lo:", 3) == 0;
+    }
+    n -= 1; /* two header lines: the loop counts lines after the first */
+    report(fd, "only_lo", n == 1 && lo == 1, "%d interfaces in /proc/net/dev", n);
+    struct if_nameindex *ifs = if_nameindex();
+    report(fd, "nameindex_denied", ifs == NULL, "if_nameindex needs AF_NETLINK");
+    if (ifs)
+        if_freenameindex(ifs);
+    struct ifreq ifr = {0};
+    strcpy(ifr.ifr_name, "lo");
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    int up = s >= 0 && ioctl(s, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_UP);
+    report(fd, "lo_up", up, "flags=0x%x", ifr.ifr_flags);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53), .sin_addr.s_addr = htonl(0x08080808)};
+    CHECK_ERRNO(fd, "no_route", connect(s, (struct sockaddr *)&a, sizeof a), ENETUNREACH);
+    close(s);
+}
+
+static void inside_exec(int fd)
+{
+    int p[2];
+    if (pipe(p))
+        _exit(4);
+    pid_t c = fork();
+    if (c == 0) {
+        dup2(p[1], 1);
+        char *argv[] = {"/bin/sh", "-c", "echo hi", NULL}, *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        execve("/bin/sh", argv, envp);
+        _exit(127);
+    }
+    close(p[1]);
+    char buf[16] = "";
+    ssize_t n = read(p[0], buf, sizeof buf - 1);
+    int st = 0;
+    waitpid(c, &st, 0);
+    report(fd, "exec_sh", n == 3 && !strcmp(buf, "hi\n") && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+           "read %zd '%s' status=0x%x", n, n > 0 ? buf : "", st);
+}
+
+/* pids.max=16: forking stops with EAGAIN before 16 processes exist. */
+static void inside_pids(int fd)
+{
+    int n = 0, e = 0;
+    for (; n < 64; n++) {
+        pid_t p = fork();
+        if (p == 0) {
+            pause();
+            _exit(0);
+        }
+        if (p < 0) {
+            e = errno;
+            break;
+        }
+    }
+    report(fd, "pids_limit", e == EAGAIN && n < 16, "forked %d, errno=%d", n, e);
+}
+
+/* 32 MiB limit: a child touching 128 MiB is OOM-killed. */
+static void inside_oom(int fd)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        for (size_t i = 0; i < 128; i++) {
+            char *m = malloc(1 << 20);
+            if (m)
+                memset(m, 1, 1 << 20);
+        }
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    report(fd, "oom_killed", WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status=0x%x", st);
+}
+
+/* A setsid double-forked daemon keeps running after its parent exits. */
+static void inside_daemon(int fd)
+{
+    pid_t c = fork();
+    if (c == 0) {
+        if (fork() == 0) {
+            setsid();
+            report(fd, "daemon", 1, "pid %d", (int)getpid());
+            for (;;)
+                pause();
+        }
+        _exit(0);
+    }
+    waitpid(c, NULL, 0);
+    for (;;)
+        pause();
+}
+
+/* ---------- cases ---------- */
+
+static void test_identity(void **state)
+{
+    static const char *const names[] = {"pid1", "uid", "status_CapEff", "status_CapPrm",
+        "status_CapInh", "status_CapBnd", "status_CapAmb", "status_NoNewPrivs", "status_Seccomp",
+        "setuid0", "core0", "nofile", "stray_fd_closed", "hostname", NULL};
+    run_case(&k_lim, NULL, inside_identity, names);
+}
+
+static void test_fs(void **state)
+{
+    static const char *const names[] = {"no_shadow", "passwd", "usr_ro", "root_ro", "no_work_dir",
+        "tmp_rw", "dev_null", "dev_urandom", "dev_fd", "only_own_pids", "workspace_quota", "fsize", NULL};
+    run_case(&k_lim, NULL, inside_fs, names);
+}
+
+static void test_denied(void **state)
+{
+    static const char *const names[] = {"mount", "umount", "unshare_ns", "unshare_user", "setns",
+        "ptrace", "bpf", "io_uring", "keyctl", "perf", "userfaultfd", "pvm_readv", "tiocsti",
+        "tiocsti_hi", "persona", "persona_query", "clone_newuser", "clone3", "fork_ok",
+        "af_netlink", "af_packet", "af_netlink_hi", "raw4", "raw6", "inet_unix_ok", "x32_killed", NULL};
+    run_case(&k_lim, NULL, inside_denied, names);
+}
+
+static void test_net(void **state)
+{
+    static const char *const names[] = {"only_lo", "nameindex_denied", "lo_up", "no_route", NULL};
+    run_case(&k_lim, NULL, inside_net, names);
+}
+
+static void test_exec(void **state)
+{
+    static const char *const names[] = {"exec_sh", NULL};
+    run_case(&k_lim, NULL, inside_exec, names);
+}
+
+static long long read_num(const char *fmt, const char *name)
+{
+    char path[256], buf[64] = "";
+    snprintf(path, sizeof path, fmt, name);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    if (!fgets(buf, sizeof buf, f))
+        buf[0] = '\0';
+    fclose(f);
+    return atoll(buf);
+}
+
+static void test_cgroup_limits(void **state)
+{
+    static const char *const names[] = {"pids_limit", NULL};
+    sgc_cgroup_limits lim = {.memory_bytes = 64u << 20, .pids = 16, .cpu_millis = 500};
+    sandbox sb;
+    sandbox_start(&sb, &lim, NULL, inside_pids);
+    assert_int_equal(read_num(ROOT "/memory/sandgate/%s/memory.limit_in_bytes", sb.name), 64 << 20);
+    assert_int_equal(read_num(ROOT "/pids/sandgate/%s/pids.max", sb.name), 16);
+    assert_int_equal(read_num(ROOT "/cpu/sandgate/%s/cpu.cfs_quota_us", sb.name), 50000);
+    sandbox_read(&sb, "pids_limit");
+    assert_true(sgc_cgroup_memory_current(ROOT, sb.name) > 0);
+    sandbox_finish(&sb);
+    expect_ok(&sb, names);
+}
+
+static void test_oom(void **state)
+{
+    static const char *const names[] = {"oom_killed", NULL};
+    sgc_cgroup_limits lim = {.memory_bytes = 32u << 20, .pids = 16};
+    sandbox sb;
+    sandbox_start(&sb, &lim, NULL, inside_oom);
+    sandbox_read(&sb, "oom_killed");
+    long ooms = sgc_cgroup_oom_kills(ROOT, sb.name);
+    sandbox_finish(&sb);
+    expect_ok(&sb, names);
+    assert_true(ooms >= 1);
+}
+
+/* The kill reaches a setsid double-forked daemon, and pid 1 too. */
+static void test_kill_sandbox(void **state)
+{
+    sandbox sb;
+    char err[256];
+    sandbox_start(&sb, &k_lim, NULL, inside_daemon);
+    sandbox_read(&sb, "daemon 1");
+    assert_non_null(strstr(sb.out, "daemon 1"));
+    assert_int_equal(sgc_cgroup_empty(ROOT, sb.name), 0);
+    int n = sgc_cgroup_kill(ROOT, sb.name, err, sizeof err);
+    if (n < 0)
+        fail_msg("sgc_cgroup_kill: %s", err);
+    assert_true(n >= 2);
+    assert_int_equal(sgc_cgroup_empty(ROOT, sb.name), 1);
+    sandbox_finish(&sb);
+}
+
+/* Same without namespaces: the orphaned daemon is only found via the cgroup. */
+static void kill_plain(const char *root, sgc_cgroup_kind want)
+{
+    char name[64], procs[1024], err[256];
+    if (sgc_cgroup_detect(root) != want)
+        skip();
+    snprintf(name, sizeof name, "sgct-%d-%d", (int)getpid(), ++g_seq);
+    sgc_cgroup_limits none = {0};
+    if (sgc_cgroup_create(root, name, &none, procs, sizeof procs, err, sizeof err))
+        fail_msg("sgc_cgroup_create(%s): %s", root, err);
+    pid_t x = fork();
+    if (x == 0) {
+        for (char *p = procs, *nl; p && *p; p = nl ? nl + 1 : NULL) {
+            nl = strchr(p, '\n');
+            if (nl)
+                *nl = '\0';
+            int f = open(p, O_WRONLY);
+            if (f < 0 || write(f, "0", 1) != 1)
+                _exit(1);
+            close(f);
+        }
+        if (fork() == 0) {
+            setsid();
+            if (fork() == 0)
+                for (;;)
+                    pause();
+            _exit(0);
+        }
+        _exit(0);
+    }
+    int st;
+    waitpid(x, &st, 0);
+    assert_int_equal(st, 0);
+    usleep(20000);
+    reap_all();
+    assert_int_equal(sgc_cgroup_empty(root, name), 0);
+    int n = sgc_cgroup_kill(root, name, err, sizeof err);
+    if (n < 0)
+        fail_msg("sgc_cgroup_kill: %s", err);
+    assert_true(n >= 1);
+    reap_all();
+    assert_int_equal(sgc_cgroup_empty(root, name), 1);
+    if (sgc_cgroup_destroy(root, name, err, sizeof err))
+        fail_msg("sgc_cgroup_destroy: %s", err);
+}
+
+static void test_kill_plain_v1(void **state) { kill_plain(ROOT, SGC_CGROUP_V1); }
+static void test_kill_plain_v2(void **state) { kill_plain(ROOT "/unified", SGC_CGROUP_V2); }
+
+static void test_detect(void **state)
+{
+    assert_int_equal(sgc_cgroup_detect(ROOT), SGC_CGROUP_V1);
+    assert_int_equal(sgc_cgroup_detect("/nonexistent"), SGC_CGROUP_NONE);
+    char err[256];
+    assert_int_equal(sgc_cgroup_create(ROOT, "../x", NULL, NULL, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "cgroup name '../x'"));
+    assert_int_equal(sgc_cgroup_create(ROOT, "a/b", NULL, NULL, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "bad character '/'"));
+}
+
+static void test_spec_errors(void **state)
+{
+    static const struct { const char *spec, *want; } rows[] = {
+        {"id=a\nuid=5\ngid=5\nnewroot=/x\nbogus=1\n", "unknown key 'bogus'"},
+        {"id=a\nuid=0\ngid=5\nnewroot=/x\n", "bad value '0' for key 'uid'"},
+        {"id=a\nuid=5\ngid=5\n", "missing required key 'newroot'"},
+        {"id=a\nuid=5\ngid=5\nnewroot=/x\nro_bind=/usr:/../etc\n", "bad value"},
+        {"id=a\nuid=5\ngid=5\nnewroot=/x\nseccomp=2\n", "key 'seccomp'"},
+        {"id=a\nuid=5\ngid=5\nnewroot=/x\nnofile=12x\n", "spec:5:"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char err[256] = "";
+        assert_int_equal(sgc_unshare(rows[i].spec, err, sizeof err), -1);
+        if (!strstr(err, rows[i].want))
+            fail_msg("row %zu: got '%s', want '%s'", i, err, rows[i].want);
+    }
+}
+
+static void test_no_mount_leak(void **state)
+{
+    reap_all();
+    assert_int_equal(count_lines("/proc/self/mountinfo"), g_mounts_before);
+}
+
+int main(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "contain_test: needs root\n");
+        return 77;
+    }
+    /* Orphans of the plain kill test reparent to us, so we can reap them. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    snprintf(g_newroot, sizeof g_newroot, "/tmp/sgc-newroot-XXXXXX");
+    if (!mkdtemp(g_newroot))
+        return 1;
+    g_mounts_before = count_lines("/proc/self/mountinfo");
+    g_stray_fd = open("/dev/null", O_RDONLY); /* not CLOEXEC, not kept */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spec_errors),  cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_identity),     cmocka_unit_test(test_fs),
+        cmocka_unit_test(test_denied),       cmocka_unit_test(test_net),
+        cmocka_unit_test(test_exec),         cmocka_unit_test(test_cgroup_limits),
+        cmocka_unit_test(test_oom),          cmocka_unit_test(test_kill_sandbox),
+        cmocka_unit_test(test_kill_plain_v1), cmocka_unit_test(test_kill_plain_v2),
+        cmocka_unit_test(test_no_mount_leak),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    rmdir(g_newroot);
+    return rc;
+}
