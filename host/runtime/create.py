@@ -24,12 +24,28 @@ from supervisor import Supervisor
 SANDBOX_FD = 3
 
 
+def spare_a(control_fd, sock, contain):
+    """A forked ahead of its CREATE: wait for it, then be child A."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.close(control_fd)
+        # recv_message raises PeerGone when the zygote goes away.
+        payload, fds = frames.recv_message(sock)
+        sock.close()
+        if len(fds) != 1:
+            raise ValueError("spare: one fd expected")
+    except BaseException:
+        os._exit(1)
+    child_a(None, fds[0], payload, contain)
+
+
 def child_a(control_fd, sock_fd, payload, contain):
     """Run in the fork of the zygote; never returns."""
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         # Sandboxes must never hold the zygote's channel to the host.
-        os.close(control_fd)
+        if control_fd is not None:
+            os.close(control_fd)
         if sock_fd != SANDBOX_FD:
             os.dup2(sock_fd, SANDBOX_FD, inheritable=False)
             os.close(sock_fd)
@@ -53,7 +69,11 @@ def child_a(control_fd, sock_fd, payload, contain):
         frames.send_message(sock, "PID %d" % pid)
     except frames.PeerGone:
         pass
-    os._exit(0)  # closes gate_w: B goes on
+    # Release B now rather than through _exit: the kernel tears down A's
+    # copy of the big address space before it closes A's files, which
+    # would hold B back for as long as the fork took.
+    os.close(gate_w)
+    os._exit(0)
 
 
 def _parse(payload):

@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import argparse  # noqa: E402
 import gc  # noqa: E402
 import importlib  # noqa: E402
+import select  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 
@@ -75,7 +76,27 @@ def main(argv):
     sys.stdout.flush()
     sys.stderr.flush()
     frames.send_message(ctl, "HELLO %d" % os.getpid())
+    _serve(ctl, args.control_fd, contain)
+
+
+# A fork's child spends most of its first ~20 ms on this kind of VM taking
+# copy-on-write and text page faults (a few hundred of them) before it runs
+# a line of ours. So the zygote keeps one child A forked ahead of time,
+# already past that, waiting for its CREATE; a create hands it over
+# (one send_fds) and the zygote forks the next spare only once it has been
+# idle for SPARE_DELAY, so the refill never competes with a create for the
+# CPU. Without a spare (a burst of creates) it forks A directly.
+SPARE_DELAY_MS = 50
+
+
+def _serve(ctl, control_fd, contain):
+    spare = None  # (pid, socket to it) of the waiting child A, owned
+    poller = select.poll()
+    poller.register(ctl.fileno(), select.POLLIN)
     while True:
+        if spare is None and not poller.poll(SPARE_DELAY_MS):
+            spare = _fork_spare(control_fd, contain)
+            continue
         try:
             data, fds = frames.recv_message(ctl)
         except frames.PeerGone:
@@ -90,18 +111,55 @@ def main(argv):
             print("zygote: malformed message ignored", file=sys.stderr,
                   flush=True)
             continue
+        if spare is not None:
+            handed = _hand_to_spare(spare[1], data[7:], fds[0])
+            spare[1].close()
+            spare = None
+            if handed:
+                os.close(fds[0])
+                continue
+        _fork_a(control_fd, fds[0], data[7:], contain)
+
+
+def _hand_to_spare(sock, payload, fd):
+    try:
+        frames.send_message(sock, payload, [fd])
+        return True
+    except frames.PeerGone:
+        return False  # the spare died, or the message is too big for it
+
+
+def _fork_spare(control_fd, contain):
+    try:
+        mine, theirs = socket.socketpair(socket.AF_UNIX,
+                                         socket.SOCK_SEQPACKET)
+        # Room for a CREATE as large as the host may send.
+        mine.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF,
+                        frames.COMMAND_MAX)
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:
+        mine.close()
+        create.spare_a(control_fd, theirs, contain)  # never returns
+    theirs.close()
+    return pid, mine
+
+
+def _fork_a(control_fd, sock_fd, payload, contain):
+    try:
+        pid = os.fork()
+    except OSError as e:
         try:
-            pid = os.fork()
-        except OSError as e:
-            try:
-                frames.send_message(socket.socket(fileno=fds[0]),
-                                    "ERR fork: %s" % e)
-            except frames.PeerGone:
-                pass
-            continue
-        if pid == 0:
-            create.child_a(args.control_fd, fds[0], data[7:], contain)
-        os.close(fds[0])
+            frames.send_message(socket.socket(fileno=os.dup(sock_fd)),
+                                "ERR fork: %s" % e)
+        except frames.PeerGone:
+            pass
+        os.close(sock_fd)
+        return
+    if pid == 0:
+        create.child_a(control_fd, sock_fd, payload, contain)
+    os.close(sock_fd)
 
 
 if __name__ == "__main__":
