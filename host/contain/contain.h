@@ -27,13 +27,20 @@
  *   ro_bind=<host path>[:<path inside>] repeated; read-only, nosuid, nodev bind
  *   symlink=<target>:<path inside>      repeated, e.g. symlink=usr/bin:/bin
  *   workspace=<path inside>             default /workspace; tmpfs owned by uid
- *   workspace_bytes=<n> workspace_inodes=<n>
- *   tmp_bytes=<n> tmp_inodes=<n>        /tmp tmpfs
+ *   workspace_bytes=<n> workspace_inodes=<n>   default 256 MiB, 16384
+ *   tmp_bytes=<n> tmp_inodes=<n>        /tmp tmpfs; default 64 MiB, 4096
+ *   shm_bytes=<n>                       /dev/shm tmpfs; default 16 MiB
  *   cgroup_procs=<path>                 repeated; "cgroup.procs" files to join (A)
  *   nofile=<n> fsize=<n> nproc=<n>      rlimits (core is always 0)
  *   fd_keep=<n>                         repeated; fds that survive the close step
  *   seccomp=0|1                         default 1
  *   net=none                            (egress issue adds more modes)
+ * Unknown keys, bad values and inside paths with ".." are errors
+ * ("spec:<line>: ..."). /etc gets stub passwd, group and hosts unless a
+ * ro_bind or symlink targets /etc itself.
+ *
+ * Zombies count against pids.max until reaped: whoever is B's parent after
+ * A exits (the zygote, a child subreaper) must reap promptly.
  */
 #ifndef SG_CONTAIN_H
 #define SG_CONTAIN_H
