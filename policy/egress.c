@@ -7,6 +7,7 @@
  * No I/O, no globals. The decision wording lives in decide.c. */
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "policy/internal.h"
