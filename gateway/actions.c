@@ -1,0 +1,122 @@
+/* actions.c — calls that act inside a sandbox the caller owns:
+ * CreateContext, RunCode, Exec, WriteFile, ReadFile. Each is capped by the
+ * tenant's limits (timeout, output, file size) and relayed to the host; the
+ * event streams pass through as bytes, unparsed. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gateway/request.h"
+#include "policy/query.h"
+
+/* Grace on top of the action timeout for the host's interrupt ladder. */
+#define ACTION_GRACE_S 15
+
+static void caps(gw_req *r, uint32_t timeout, uint64_t output, policy_limits *lim)
+{
+    policy_limits asked = {.action_timeout_s = timeout, .output_bytes = output};
+    policy_decision d;
+    policy_decide_limits(r->pol, r->id.tenant, &asked, lim, &d);
+}
+
+static void context_owned(gw_req *r)
+{
+    gw_req_forward(r, "/sandgate.v1.Host/CreateContext", NULL, NULL, 30);
+}
+
+static void on_create_context(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__create_context_request__descriptor, "context");
+    if (r)
+        gw_req_with_owner(r, context_owned);
+}
+
+static void run_owned(gw_req *r)
+{
+    Sandgate__V1__RunCodeRequest *req = (Sandgate__V1__RunCodeRequest *)r->msg;
+    policy_limits lim;
+    caps(r, req->timeout_seconds, req->max_output_bytes, &lim);
+    req->timeout_seconds = lim.action_timeout_s;
+    req->max_output_bytes = lim.output_bytes;
+    gw_req_forward(r, "/sandgate.v1.Host/RunCode", NULL, NULL,
+                   (double)lim.action_timeout_s + ACTION_GRACE_S);
+}
+
+static void on_run(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__run_code_request__descriptor, "run_code");
+    if (r)
+        gw_req_with_owner(r, run_owned);
+}
+
+static void exec_owned(gw_req *r)
+{
+    Sandgate__V1__ExecRequest *req = (Sandgate__V1__ExecRequest *)r->msg;
+    policy_limits lim;
+    caps(r, req->timeout_seconds, req->max_output_bytes, &lim);
+    req->timeout_seconds = lim.action_timeout_s;
+    req->max_output_bytes = lim.output_bytes;
+    gw_audit(r->pol, r->id.tenant, r->id.user, NULL, r->sandbox_id, "exec", 1, "tenancy.owner",
+             "exec in own sandbox");
+    gw_req_forward(r, "/sandgate.v1.Host/Exec", NULL, NULL,
+                   (double)lim.action_timeout_s + ACTION_GRACE_S);
+}
+
+static void on_exec(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__exec_request__descriptor, "exec");
+    if (r)
+        gw_req_with_owner(r, exec_owned);
+}
+
+static void write_owned(gw_req *r)
+{
+    Sandgate__V1__WriteFileRequest *req = (Sandgate__V1__WriteFileRequest *)r->msg;
+    policy_limits lim;
+    caps(r, 0, 0, &lim);
+    if (lim.file_bytes && req->data.len > lim.file_bytes) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "file is %zu bytes; the policy limit is %llu", req->data.len,
+                 (unsigned long long)lim.file_bytes);
+        gw_fail_policy(r->in, SG_EQUOTA, "QUOTA_EXCEEDED", "limits.file_bytes", msg, req->path);
+        gw_req_free(r);
+        return;
+    }
+    gw_req_forward(r, "/sandgate.v1.Host/WriteFile", NULL, NULL, 30);
+}
+
+static void on_write_file(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__write_file_request__descriptor, "write_file");
+    if (r)
+        gw_req_with_owner(r, write_owned);
+}
+
+static void read_owned(gw_req *r)
+{
+    gw_req_forward(r, "/sandgate.v1.Host/ReadFile", NULL, NULL, 30);
+}
+
+static void on_read_file(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__read_file_request__descriptor, "read_file");
+    if (r)
+        gw_req_with_owner(r, read_owned);
+}
+
+int gw_actions_register(rpc_server *srv, sg_err *err)
+{
+    static const struct {
+        const char *path;
+        rpc_handler_fn fn;
+    } methods[] = {
+        {"/sandgate.v1.Sandboxes/CreateContext", on_create_context},
+        {"/sandgate.v1.Sandboxes/RunCode", on_run},
+        {"/sandgate.v1.Sandboxes/Exec", on_exec},
+        {"/sandgate.v1.Sandboxes/WriteFile", on_write_file},
+        {"/sandgate.v1.Sandboxes/ReadFile", on_read_file},
+    };
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (rpc_server_add_method(srv, methods[i].path, methods[i].fn, NULL, err) != 0)
+            return -1;
+    return 0;
+}

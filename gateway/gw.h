@@ -1,0 +1,70 @@
+/* gw.h — the gateway's state and its modules: the live policy (reload.c),
+ * backend hosts (router.c), the audit log (audit.c), forwarded calls
+ * (forward.c) and the public service (service.c). */
+#ifndef SG_GW_H
+#define SG_GW_H
+
+#include <pthread.h>
+
+#include "policy/config.h"
+#include "policy/policy.h"
+#include "rpc/rpc.h"
+#include "tenancy/tenancy.h"
+
+typedef struct gw_host {
+    char *name;                 /* borrowed from the config */
+    char *address;
+    grpc_channel *channel;      /* owned */
+} gw_host;
+
+typedef struct gw_state {
+    config_gateway cfg;
+    char config_path[1024];
+    gw_host *hosts;
+    size_t n_hosts;
+    rpc_server *srv;
+    int mtls;                   /* the listener requires client certificates */
+} gw_state;
+
+extern gw_state G;
+
+/* reload.c — keep-last-good policy */
+int gw_policy_load_initial(const char *path, sg_err *err);
+/* Validate the file in full and swap it in; on any error the live policy stays. */
+int gw_policy_reload(void);
+policy *gw_policy_acquire(void);   /* one ref; policy_unref when the call ends */
+void gw_policy_watch_start(void);  /* SIGHUP and file-change watch thread */
+
+/* router.c */
+int gw_hosts_connect(sg_err *err);
+gw_host *gw_host_by_name(const char *name);
+gw_host *gw_host_for_key(const char *key);   /* stable choice for a dedupe key */
+
+/* audit.c — one JSON line per decision; never secret values */
+int gw_audit_open(const char *path, sg_err *err);
+void gw_audit(const policy *p, const char *tenant, const char *user, const char *task, const char *sandbox,
+              const char *action, int allow, const char *rule, const char *message);
+
+/* forward.c — relay a call to a host, optionally rewriting each response */
+typedef struct gw_fwd_opts {
+    /* Rewrite one host response into the public one (unary replies). NULL =
+     * relay bytes as they are (streams). Returns a new buffer or NULL to fail
+     * the call with INTERNAL. */
+    grpc_byte_buffer *(*rewrite)(void *arg, grpc_byte_buffer *host_msg);
+    void (*on_done)(void *arg, grpc_status_code code);   /* optional */
+    void *arg;
+    double timeout_s;           /* bound on the host call; the client's deadline also applies */
+} gw_fwd_opts;
+
+void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMessage *req,
+                const gw_fwd_opts *opts);
+
+/* service.c */
+int gw_service_register(rpc_server *srv, sg_err *err);
+
+/* status.c: fail a call with a reason the agent can parse */
+void gw_fail(rpc_call *c, const sg_err *e);
+void gw_fail_policy(rpc_call *c, int code, const char *reason, const char *rule,
+                    const char *message, const char *asked);
+
+#endif

@@ -1,0 +1,133 @@
+/* main.c — sandgate, the gateway: load its config and the policy, connect to
+ * the hosts, serve the public API (optionally with mTLS), reload the policy
+ * on SIGHUP or file change, and stop on SIGTERM/SIGINT. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/gw.h"
+#include "rpc/health.h"
+
+gw_state G;
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = 0;
+    fclose(f);
+    return buf;
+}
+
+static grpc_server_credentials *tls_creds(sg_err *err)
+{
+    char *cert = slurp(G.cfg.tls_cert), *key = slurp(G.cfg.tls_key);
+    char *ca = G.cfg.tls_client_ca ? slurp(G.cfg.tls_client_ca) : NULL;
+    if (!cert || !key || (G.cfg.tls_client_ca && !ca)) {
+        sg_err_set(err, SG_EINVAL, "tls: cannot read %s, %s or %s", G.cfg.tls_cert, G.cfg.tls_key,
+                   G.cfg.tls_client_ca ? G.cfg.tls_client_ca : "(no client CA)");
+        return NULL;
+    }
+    grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
+    G.mtls = ca != NULL;
+    grpc_server_credentials *c = grpc_ssl_server_credentials_create_ex(
+        ca, &pair, 1,
+        ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+           : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+        NULL);
+    explicit_bzero(key, strlen(key));
+    free(key);
+    free(cert);
+    free(ca);
+    return c;
+}
+
+int main(int argc, char **argv)
+{
+    const char *config = NULL, *listen = NULL, *port_file = NULL;
+    static struct option opts[] = {{"config", 1, 0, 'c'}, {"listen", 1, 0, 'l'},
+                                   {"port-file", 1, 0, 'p'}, {0, 0, 0, 0}};
+    int o;
+    while ((o = getopt_long(argc, argv, "c:l:p:", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': config = optarg; break;
+        case 'l': listen = optarg; break;
+        case 'p': port_file = optarg; break;
+        default:
+            fprintf(stderr, "usage: sandgate --config FILE [--listen ADDR] [--port-file FILE]\n");
+            return 2;
+        }
+    }
+    if (!config) {
+        fprintf(stderr, "usage: sandgate --config FILE [--listen ADDR] [--port-file FILE]\n");
+        return 2;
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    policy_errors errs = {0};
+    if (config_gateway_load(config, &G.cfg, &errs) != 0) {
+        for (size_t i = 0; i < errs.n; i++)
+            fprintf(stderr, "%s\n", errs.items[i]);
+        return 1;
+    }
+    policy_errors_cleanup(&errs);
+    sg_err err;
+    if (gw_policy_load_initial(G.cfg.policy_path, &err) != 0 ||
+        gw_audit_open(G.cfg.audit_log, &err) != 0) {
+        fprintf(stderr, "sandgate: %s\n", err.msg);
+        return 1;
+    }
+    grpc_init();
+    grpc_server_credentials *creds = NULL;
+    if (G.cfg.tls_cert && !(creds = tls_creds(&err))) {
+        fprintf(stderr, "sandgate: %s\n", err.msg);
+        return 1;
+    }
+    int port = 0;
+    G.srv = rpc_server_create(G.cfg.threads, &err);
+    if (!G.srv || gw_hosts_connect(&err) != 0 || gw_service_register(G.srv, &err) != 0 ||
+        rpc_server_listen(G.srv, listen ? listen : G.cfg.listen, creds, &port, &err) != 0 ||
+        rpc_server_start(G.srv, &err) != 0) {
+        fprintf(stderr, "sandgate: %s\n", err.msg);
+        return 1;
+    }
+    if (creds)
+        grpc_server_credentials_release(creds);
+    gw_policy_watch_start();
+    if (port_file) {
+        FILE *f = fopen(port_file, "w");
+        if (f) {
+            fprintf(f, "%d\n", port);
+            fclose(f);
+        }
+    }
+    fprintf(stderr, "sandgate: serving on port %d%s, %zu host(s)\n", port,
+            G.mtls ? " (mTLS)" : "", G.n_hosts);
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    int sig;
+    sigwait(&stop, &sig);
+    fprintf(stderr, "sandgate: signal %d: shutting down\n", sig);
+    rpc_health_set_serving(0);
+    rpc_server_destroy(G.srv);
+    for (size_t i = 0; i < G.n_hosts; i++)
+        grpc_channel_destroy(G.hosts[i].channel);
+    grpc_shutdown();
+    return 0;
+}

@@ -1,0 +1,40 @@
+/* request.h — one public call inside the gateway: decoded request, the
+ * policy it runs under, the caller's identity, and the host that holds the
+ * sandbox. Shared by service.c (lifecycle calls) and actions.c (calls that
+ * act inside a sandbox). */
+#ifndef SG_GW_REQUEST_H
+#define SG_GW_REQUEST_H
+
+#include "gateway/gw.h"
+#include "sandgate/v1/host.pb-c.h"
+
+typedef struct gw_req {
+    rpc_call *in;               /* owned ref */
+    policy *pol;                /* owned ref: the policy this call started under */
+    tenancy_identity id;
+    ProtobufCMessage *msg;      /* owned: the decoded public request */
+    const char *sandbox_id;     /* borrowed from msg */
+    const char *action;         /* audit name, static */
+    gw_host *host;              /* borrowed */
+    void (*next)(struct gw_req *r);   /* runs once ownership is proven */
+    /* for owner lookups */
+    char owner_tenant[TENANCY_NAME_MAX], owner_user[TENANCY_NAME_MAX];
+    int owner_found;
+} gw_req;
+
+/* Decode, authenticate and check user_id; on failure the call is answered
+ * and NULL returned. user_id is read from the message's field named
+ * "user_id"; sandbox_id from "sandbox_id" when present. */
+gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const char *action);
+void gw_req_free(gw_req *r);
+/* Find the sandbox's host and prove the caller owns it, then run next(r).
+ * Answers NOT_FOUND / PERMISSION_DENIED itself. */
+void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r));
+/* Forward r->msg (or req if non-NULL) to the host method; frees r at the end. */
+void gw_req_forward(gw_req *r, const char *method, const ProtobufCMessage *req,
+                    grpc_byte_buffer *(*rewrite)(void *, grpc_byte_buffer *), double timeout_s);
+void gw_req_fail(gw_req *r, const sg_err *e);
+
+int gw_actions_register(rpc_server *srv, sg_err *err);
+
+#endif

@@ -1,0 +1,392 @@
+/* service.c — sandbox lifecycle on the public API (sandgate.v1.Sandboxes):
+ * CreateSandbox (policy decision, limits, secrets, egress grants, host
+ * choice, per-task dedupe), GetSandbox, ListSandboxes (every host, the
+ * caller's own only), KillSandbox, ExtendSandbox. Calls that act inside a
+ * sandbox are in actions.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gateway/request.h"
+#include "policy/query.h"
+#include "policy/secret.h"
+#include "rpc/health.h"
+
+#define MAX_EGRESS_RULES 256
+#define MAX_SECRETS 32
+#define SECRET_MAX 8192
+
+/* HostSandbox -> public Sandbox (and remember its owner). */
+static grpc_byte_buffer *to_public_sandbox(void *arg, grpc_byte_buffer *bb)
+{
+    size_t len;
+    uint8_t *buf = rpc_flatten(bb, &len);
+    Sandgate__V1__HostSandbox *hs = (Sandgate__V1__HostSandbox *)rpc_unpack(
+        &sandgate__v1__host_sandbox__descriptor, buf, len, NULL);
+    free(buf);
+    if (!hs || !hs->sandbox) {
+        if (hs)
+            protobuf_c_message_free_unpacked(&hs->base, NULL);
+        return NULL;
+    }
+    if (hs->owner)
+        tenancy_owner_put(hs->sandbox->sandbox_id, hs->owner->tenant_id, hs->owner->user_id);
+    grpc_byte_buffer *out = rpc_pack(&hs->sandbox->base);
+    protobuf_c_message_free_unpacked(&hs->base, NULL);
+    return out;
+}
+
+/* ---- CreateSandbox ---- */
+
+typedef struct create_parts {
+    Sandgate__V1__HostCreateRequest hreq;
+    Sandgate__V1__Owner owner;
+    Sandgate__V1__Limits limits;
+    Sandgate__V1__EgressRule rules[MAX_EGRESS_RULES], *rule_ptrs[MAX_EGRESS_RULES];
+    Sandgate__V1__Secret secrets[MAX_SECRETS], *secret_ptrs[MAX_SECRETS];
+    char values[MAX_SECRETS][SECRET_MAX];
+    char id[96], dedupe[400];
+} create_parts;
+
+static void wipe_parts(create_parts *p)
+{
+    explicit_bzero(p->values, sizeof p->values);
+    free(p);
+}
+
+static int decide_create(gw_req *r, const Sandgate__V1__CreateSandboxRequest *req,
+                         policy_scope *scope)
+{
+    policy_egress_ask eg[64];
+    size_t ne = req->n_egress < 64 ? req->n_egress : 64;
+    for (size_t i = 0; i < ne; i++)
+        eg[i] = (policy_egress_ask){req->egress[i]->host, req->egress[i]->port};
+    policy_create_ask ask = {.tenant = r->id.tenant, .user = r->id.user, .task = req->task_id,
+                             .template_name = req->template_, .egress = eg, .n_egress = ne,
+                             .secrets = (const char *const *)req->secrets,
+                             .n_secrets = req->n_secrets};
+    policy_decision d;
+    policy_decide_create(r->pol, &ask, scope, &d);
+    gw_audit(r->pol, r->id.tenant, r->id.user, req->task_id, NULL, "create", d.allow, d.rule,
+             d.message);
+    if (d.allow)
+        return 0;
+    char asked[256];
+    snprintf(asked, sizeof asked, "template=%s egress=%zu secrets=%zu", req->template_,
+             req->n_egress, req->n_secrets);
+    int code = d.err ? d.err : SG_EDENIED;
+    if (code == SG_ENOTFOUND || code == SG_EUNAUTH)
+        code = SG_EDENIED;
+    gw_fail_policy(r->in, code, code == SG_EQUOTA ? "QUOTA_EXCEEDED" : "POLICY_DENIED", d.rule,
+                   d.message, asked);
+    return -1;
+}
+
+/* Granted secrets: resolve values now, at create, and only these. */
+static int add_secrets(gw_req *r, const Sandgate__V1__CreateSandboxRequest *req, create_parts *p)
+{
+    policy_secret_grant grants[MAX_SECRETS];
+    size_t n = 0;
+    policy_decision d;
+    if (req->n_secrets == 0)
+        return 0;
+    if (req->n_secrets > MAX_SECRETS) {
+        sg_err e;
+        sg_err_set(&e, SG_EINVAL, "at most %d secrets per sandbox", MAX_SECRETS);
+        gw_req_fail(r, &e);
+        return -1;
+    }
+    policy_decide_credentials(r->pol, r->id.tenant, req->template_, req->task_id,
+                              (const char *const *)req->secrets, req->n_secrets, grants, &n, &d);
+    if (!d.allow) {
+        gw_fail_policy(r->in, SG_EDENIED, "POLICY_DENIED", d.rule, d.message, "secrets");
+        gw_req_free(r);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        sg_err e;
+        if (policy_secret_value(&grants[i], p->values[i], SECRET_MAX, &len, &e) != 0) {
+            /* The message names the secret and its source, never a value. */
+            sg_err_set(&e, SG_EUNAVAIL, "secret %s cannot be read by the gateway", grants[i].name);
+            gw_req_fail(r, &e);
+            return -1;
+        }
+        sandgate__v1__secret__init(&p->secrets[i]);
+        p->secrets[i].name = (char *)grants[i].name;
+        p->secrets[i].env = (char *)grants[i].env;
+        p->secrets[i].value.data = (uint8_t *)p->values[i];
+        p->secrets[i].value.len = len;
+        p->secret_ptrs[i] = &p->secrets[i];
+    }
+    p->hreq.n_secrets = n;
+    p->hreq.secrets = p->secret_ptrs;
+    return 0;
+}
+
+static void add_egress(gw_req *r, const Sandgate__V1__CreateSandboxRequest *req, create_parts *p)
+{
+    policy_egress_rule rules[MAX_EGRESS_RULES];
+    if (req->n_egress == 0)
+        return;   /* no ask, no grant: network stays off */
+    size_t n = policy_egress_rules(r->pol, r->id.tenant, req->template_, req->task_id, rules,
+                                   MAX_EGRESS_RULES);
+    for (size_t i = 0; i < n; i++) {
+        sandgate__v1__egress_rule__init(&p->rules[i]);
+        p->rules[i].id = (char *)rules[i].id;
+        p->rules[i].host = (char *)(rules[i].host ? rules[i].host : "");
+        p->rules[i].cidr = (char *)(rules[i].cidr ? rules[i].cidr : "");
+        p->rules[i].n_ports = rules[i].n_ports;
+        p->rules[i].ports = (uint32_t *)rules[i].ports;
+        p->rule_ptrs[i] = &p->rules[i];
+    }
+    p->hreq.n_egress = n;
+    p->hreq.egress = p->rule_ptrs;
+}
+
+static void on_create(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__create_sandbox_request__descriptor, "create");
+    if (!r)
+        return;
+    Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    sg_err e;
+    if (tenancy_check_name("task_id", req->task_id, 1, &e) != 0 ||
+        tenancy_check_name("template", req->template_, 1, &e) != 0) {
+        gw_req_fail(r, &e);
+        return;
+    }
+    policy_scope scope = POLICY_SCOPE_PER_TASK;
+    if (decide_create(r, req, &scope) != 0) {
+        gw_req_free(r);
+        return;
+    }
+    policy_limits asked = {.ttl_s = req->ttl_seconds}, lim;
+    policy_decision d;
+    policy_decide_limits(r->pol, r->id.tenant, &asked, &lim, &d);
+    create_parts *p = calloc(1, sizeof *p);
+    sandgate__v1__host_create_request__init(&p->hreq);
+    if (add_secrets(r, req, p) != 0) {
+        wipe_parts(p);
+        return;
+    }
+    add_egress(r, req, p);
+    tenancy_dedupe_key(scope, r->id.tenant, r->id.user, req->task_id, p->dedupe, sizeof p->dedupe);
+    r->host = gw_host_for_key(p->dedupe);
+    if (!r->host || tenancy_new_sandbox_id(r->host->name, p->id, sizeof p->id, &e) != 0) {
+        if (!r->host)
+            sg_err_set(&e, SG_EUNAVAIL, "no sandbox hosts configured");
+        gw_req_fail(r, &e);
+        wipe_parts(p);
+        return;
+    }
+    sandgate__v1__owner__init(&p->owner);
+    p->owner.tenant_id = r->id.tenant;
+    p->owner.user_id = r->id.user;
+    p->owner.task_id = req->task_id;
+    sandgate__v1__limits__init(&p->limits);
+    p->limits.memory_bytes = lim.memory_bytes;
+    p->limits.cpu_millis = lim.cpu_millis;
+    p->limits.pids = lim.pids;
+    p->limits.disk_bytes = lim.disk_bytes;
+    p->limits.idle_timeout_seconds = lim.idle_timeout_s;
+    p->limits.max_file_bytes = lim.file_bytes;
+    req->ttl_seconds = lim.ttl_s;
+    p->hreq.request = req;
+    p->hreq.owner = &p->owner;
+    p->hreq.limits = &p->limits;
+    p->hreq.sandbox_id = p->id;
+    p->hreq.dedupe_key = p->dedupe;
+    p->hreq.egress_byte_cap = lim.egress_bytes;
+    gw_req_forward(r, "/sandgate.v1.Host/CreateSandbox", &p->hreq.base, to_public_sandbox, 60);
+    wipe_parts(p);
+}
+
+/* ---- Get / Kill / Extend ---- */
+
+static void get_owned(gw_req *r)
+{
+    Sandgate__V1__HostSandboxRef ref;
+    sandgate__v1__host_sandbox_ref__init(&ref);
+    ref.sandbox_id = (char *)r->sandbox_id;
+    gw_req_forward(r, "/sandgate.v1.Host/GetSandbox", &ref.base, to_public_sandbox, 10);
+}
+
+static void on_get(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__get_sandbox_request__descriptor, "get");
+    if (r)
+        gw_req_with_owner(r, get_owned);
+}
+
+static void kill_owned(gw_req *r)
+{
+    gw_audit(r->pol, r->id.tenant, r->id.user, NULL, r->sandbox_id, "kill", 1, "tenancy.owner",
+             "owner kills its sandbox");
+    Sandgate__V1__HostSandboxRef ref;
+    sandgate__v1__host_sandbox_ref__init(&ref);
+    ref.sandbox_id = (char *)r->sandbox_id;
+    gw_req_forward(r, "/sandgate.v1.Host/KillSandbox", &ref.base, NULL, 30);
+}
+
+static void on_kill(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__kill_sandbox_request__descriptor, "kill");
+    if (r)
+        gw_req_with_owner(r, kill_owned);
+}
+
+static void extend_owned(gw_req *r)
+{
+    Sandgate__V1__ExtendSandboxRequest *req = (Sandgate__V1__ExtendSandboxRequest *)r->msg;
+    policy_limits asked = {.ttl_s = req->ttl_seconds}, lim;
+    policy_decision d;
+    policy_decide_limits(r->pol, r->id.tenant, &asked, &lim, &d);
+    gw_audit(r->pol, r->id.tenant, r->id.user, NULL, r->sandbox_id, "extend", 1, d.rule,
+             d.message);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    Sandgate__V1__HostExtendRequest h;
+    sandgate__v1__host_extend_request__init(&h);
+    h.sandbox_id = (char *)r->sandbox_id;
+    h.expires_at = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)lim.ttl_s * 1000;
+    gw_req_forward(r, "/sandgate.v1.Host/ExtendSandbox", &h.base, to_public_sandbox, 10);
+}
+
+static void on_extend(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__extend_sandbox_request__descriptor, "extend");
+    if (r)
+        gw_req_with_owner(r, extend_owned);
+}
+
+/* ---- List: every host, the caller's own sandboxes only ---- */
+
+typedef struct list_op {
+    gw_req *r;
+    pthread_mutex_t mu;
+    size_t pending;
+    Sandgate__V1__HostListResponse **parts;   /* owned, one per host */
+    size_t n_parts;
+    int failed;
+} list_op;
+
+typedef struct list_leg {
+    list_op *op;
+    size_t index;
+} list_leg;
+
+static void list_finish(list_op *op)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < op->n_parts; i++)
+        if (op->parts[i])
+            total += op->parts[i]->n_sandboxes;
+    Sandgate__V1__Sandbox **items = calloc(total + 1, sizeof *items);
+    size_t n = 0;
+    for (size_t i = 0; i < op->n_parts; i++)
+        for (size_t k = 0; op->parts[i] && k < op->parts[i]->n_sandboxes; k++) {
+            Sandgate__V1__HostSandbox *hs = op->parts[i]->sandboxes[k];
+            /* The host filtered by tenant and user; check again anyway. */
+            if (hs->sandbox && hs->owner && strcmp(hs->owner->tenant_id, op->r->id.tenant) == 0 &&
+                strcmp(hs->owner->user_id, op->r->id.user) == 0)
+                items[n++] = hs->sandbox;
+        }
+    Sandgate__V1__ListSandboxesResponse out;
+    sandgate__v1__list_sandboxes_response__init(&out);
+    out.n_sandboxes = n;
+    out.sandboxes = items;
+    if (op->failed && total == 0)
+        rpc_call_finish(op->r->in, GRPC_STATUS_UNAVAILABLE, "no sandbox host answered");
+    else
+        rpc_call_reply(op->r->in, &out.base);
+    free(items);
+    for (size_t i = 0; i < op->n_parts; i++)
+        if (op->parts[i])
+            protobuf_c_message_free_unpacked(&op->parts[i]->base, NULL);
+    free(op->parts);
+    gw_req_free(op->r);
+    pthread_mutex_destroy(&op->mu);
+    free(op);
+}
+
+static void on_list_msg(void *arg, grpc_byte_buffer *bb)
+{
+    list_leg *leg = arg;
+    size_t len;
+    uint8_t *buf = rpc_flatten(bb, &len);
+    grpc_byte_buffer_destroy(bb);
+    leg->op->parts[leg->index] = (Sandgate__V1__HostListResponse *)rpc_unpack(
+        &sandgate__v1__host_list_response__descriptor, buf, len, NULL);
+    free(buf);
+}
+
+static void list_leg_done(list_op *op, grpc_status_code code)
+{
+    pthread_mutex_lock(&op->mu);
+    if (code != GRPC_STATUS_OK)
+        op->failed = 1;
+    int last = --op->pending == 0;
+    pthread_mutex_unlock(&op->mu);
+    if (last)
+        list_finish(op);
+}
+
+static void on_list_done(void *arg, grpc_status_code code, const char *details,
+                         const grpc_metadata_array *trailing)
+{
+    list_leg *leg = arg;
+    list_op *op = leg->op;
+    free(leg);
+    list_leg_done(op, code);
+}
+
+static void on_list(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__list_sandboxes_request__descriptor, "list");
+    if (!r)
+        return;
+    list_op *op = calloc(1, sizeof *op);
+    op->r = r;
+    pthread_mutex_init(&op->mu, NULL);
+    op->n_parts = G.n_hosts;
+    op->parts = calloc(G.n_hosts + 1, sizeof *op->parts);
+    op->pending = G.n_hosts + 1;   /* +1 until every leg is started */
+    Sandgate__V1__HostListRequest h;
+    sandgate__v1__host_list_request__init(&h);
+    h.tenant_id = r->id.tenant;
+    h.user_id = r->id.user;
+    static const rpc_fwd_cbs cbs = {on_list_msg, on_list_done};
+    for (size_t i = 0; i < G.n_hosts; i++) {
+        list_leg *leg = calloc(1, sizeof *leg);
+        leg->op = op;
+        leg->index = i;
+        sg_err e;
+        if (!rpc_fwd_start(G.hosts[i].channel, rpc_server_cq(rpc_call_server(c)), rpc_call_grpc(c),
+                           "/sandgate.v1.Host/ListSandboxes", rpc_deadline_in(10), NULL, 0,
+                           rpc_pack(&h.base), &cbs, leg, &e))
+            on_list_done(leg, GRPC_STATUS_UNAVAILABLE, e.msg, NULL);
+    }
+    list_leg_done(op, GRPC_STATUS_OK);
+}
+
+int gw_service_register(rpc_server *srv, sg_err *err)
+{
+    static const struct {
+        const char *path;
+        rpc_handler_fn fn;
+    } methods[] = {
+        {"/sandgate.v1.Sandboxes/CreateSandbox", on_create},
+        {"/sandgate.v1.Sandboxes/GetSandbox", on_get},
+        {"/sandgate.v1.Sandboxes/ListSandboxes", on_list},
+        {"/sandgate.v1.Sandboxes/KillSandbox", on_kill},
+        {"/sandgate.v1.Sandboxes/ExtendSandbox", on_extend},
+    };
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (rpc_server_add_method(srv, methods[i].path, methods[i].fn, NULL, err) != 0)
+            return -1;
+    if (gw_actions_register(srv, err) != 0)
+        return -1;
+    return rpc_health_register(srv, "sandgate.v1.Sandboxes", err);
+}
