@@ -3,8 +3,9 @@
  * and cancellation (GRPC_PROPAGATE_DEFAULTS), and reads one message at a
  * time so a slow client slows the backend instead of growing a buffer.
  *
- * Lifetime: one ref per batch in flight; on_done runs once when the status
- * is in and no read is outstanding; the last batch frees the struct. */
+ * Lifetime: one ref per batch in flight plus one until on_done has run (the
+ * user may call rpc_fwd_next/cancel until then); on_done runs once, when the
+ * status is in and no read is outstanding. The last unref frees the struct. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@ static void maybe_done(rpc_fwd *f)
     memcpy(details, GRPC_SLICE_START_PTR(f->details), n);
     details[n] = 0;
     f->cbs.on_done(f->arg, f->status, details, &f->trailing);
+    fwd_unref(f);   /* the ref that kept f alive for on_done */
 }
 
 static void on_send_done(void *arg, int ok)
@@ -184,7 +186,8 @@ rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *p
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
     ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
     ops[3].data.recv_initial_metadata.recv_initial_metadata = &f->init_md;
-    atomic_init(&f->refs, 3);   /* send batch, status batch, the caller until we return */
+    /* send batch, status batch, on_done not yet delivered, the caller until we return */
+    atomic_init(&f->refs, 4);
     f->send_tag = (rpc_tag){on_send_done, f};
     grpc_call_start_batch(f->call, ops, 4, &f->send_tag, NULL);
     grpc_op st;
