@@ -1,6 +1,7 @@
 /* main.c — sandgate-host: load the host config, start the zygotes, the I/O
  * loop and the gRPC server, and shut down cleanly on SIGTERM/SIGINT
  * (every sandbox killed, every cgroup removed). */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -60,6 +61,37 @@ static int load_config(const char *path)
     return 0;
 }
 
+/* A previous host that died (crash, SIGKILL) may have left sandboxes
+ * behind: their cgroups are ours by name. Kill and remove them before
+ * serving, so a restart never leaks processes or cgroups. */
+static void cleanup_stale(void)
+{
+    sgc_cgroup_kind kind = sgc_cgroup_detect(H.cfg.cgroup_root);
+    if (kind == SGC_CGROUP_NONE)
+        return;
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/%s/sandgate", H.cfg.cgroup_root,
+             kind == SGC_CGROUP_V1 ? "pids" : "");
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        char eb[256];
+        for (int i = 0; i < 100 && !sgc_cgroup_empty(H.cfg.cgroup_root, e->d_name); i++) {
+            sgc_cgroup_kill(H.cfg.cgroup_root, e->d_name, eb, sizeof eb);
+            usleep(10000);
+        }
+        if (sgc_cgroup_destroy(H.cfg.cgroup_root, e->d_name, eb, sizeof eb) == 0)
+            fprintf(stderr, "sandgate-host: removed stale sandbox %s\n", e->d_name);
+        else
+            fprintf(stderr, "sandgate-host: stale sandbox %s: %s\n", e->d_name, eb);
+    }
+    closedir(d);
+}
+
 /* Kill every sandbox and wait (bounded) for their cgroups to go. */
 static void kill_all(void)
 {
@@ -114,6 +146,7 @@ int main(int argc, char **argv)
 
     if (load_config(config) != 0)
         return 1;
+    cleanup_stale();
     if (access(H.contain_lib, R_OK) != 0)
         fprintf(stderr, "sandgate-host: warning: %s: %s\n", H.contain_lib, strerror(errno));
     grpc_init();
