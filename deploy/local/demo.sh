@@ -1,0 +1,17 @@
+#!/bin/sh
+# deploy/local/demo.sh — README command (a): install dependencies, build,
+# start a host and a gateway on loopback with deploy/local/ config, and run
+# a demo agent session through the gateway. Leaves the daemons running;
+# stop them with deploy/local/run.sh stop.
+set -eu
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+./deploy/deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)"
+./deploy/local/run.sh stop >/dev/null 2>&1 || true
+./deploy/local/run.sh start
+SANDGATE_ADDR="127.0.0.1:$(cat deploy/local/run/gateway.port)" SANDGATE_API_KEY=sg-demo-key-0001 \
+  SANDGATE_USER=alice ./build/bin/sandgate-cli demo
+echo
+echo "daemons still running (deploy/local/run.sh status|stop); audit log: deploy/local/run/audit.log"
