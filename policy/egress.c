@@ -111,35 +111,35 @@ int pol_cidr_contains(const pol_cidr *c, const uint8_t ip[16])
     return (c->addr[full] & mask) == (ip[full] & mask);
 }
 
-typedef struct special { const char *cidr, *name; } special;
+/* Ranges denied unless a rule inside them names them. Stored pre-parsed
+ * (IPv4 as ::ffff:a.b.c.d) because this runs on every decision. */
+typedef struct special { pol_cidr net; const char *cidr, *name; } special;
 static const special specials[] = {
-    {"0.0.0.0/8", "unspecified"},
-    {"127.0.0.0/8", "loopback"},
-    {"10.0.0.0/8", "private (RFC 1918)"},
-    {"172.16.0.0/12", "private (RFC 1918)"},
-    {"192.168.0.0/16", "private (RFC 1918)"},
-    {"100.64.0.0/10", "carrier-grade NAT"},
-    {"169.254.0.0/16", "link-local"},
-    {"192.0.0.0/24", "IETF protocol assignments"},
-    {"198.18.0.0/15", "benchmarking"},
-    {"224.0.0.0/4", "multicast"},
-    {"240.0.0.0/4", "reserved"},
-    {"::/128", "unspecified"},
-    {"::1/128", "loopback"},
-    {"fe80::/10", "link-local"},
-    {"fec0::/10", "site-local"},
-    {"fc00::/7", "unique-local (private)"},
-    {"ff00::/8", "multicast"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00}, 104}, "0.0.0.0/8", "unspecified"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x7f, 0x00, 0x00, 0x00}, 104}, "127.0.0.0/8", "loopback"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x0a, 0x00, 0x00, 0x00}, 104}, "10.0.0.0/8", "private (RFC 1918)"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xac, 0x10, 0x00, 0x00}, 108}, "172.16.0.0/12", "private (RFC 1918)"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xc0, 0xa8, 0x00, 0x00}, 112}, "192.168.0.0/16", "private (RFC 1918)"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x64, 0x40, 0x00, 0x00}, 106}, "100.64.0.0/10", "carrier-grade NAT"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xa9, 0xfe, 0x00, 0x00}, 112}, "169.254.0.0/16", "link-local"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xc0, 0x00, 0x00, 0x00}, 120}, "192.0.0.0/24", "IETF protocol assignments"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xc6, 0x12, 0x00, 0x00}, 111}, "198.18.0.0/15", "benchmarking"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xe0, 0x00, 0x00, 0x00}, 100}, "224.0.0.0/4", "multicast"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xf0, 0x00, 0x00, 0x00}, 100}, "240.0.0.0/4", "reserved"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, 128}, "::/128", "unspecified"},
+    {{{0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01}, 128}, "::1/128", "loopback"},
+    {{{0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, 10}, "fe80::/10", "link-local"},
+    {{{0xfe, 0xc0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, 10}, "fec0::/10", "site-local"},
+    {{{0xfc, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, 7}, "fc00::/7", "unique-local (private)"},
+    {{{0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, 8}, "ff00::/8", "multicast"},
 };
 
 const char *pol_ip_special(const uint8_t ip[16], pol_cidr *range)
 {
     for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) {
-        pol_cidr c;
-        pol_cidr_parse(specials[i].cidr, &c);   /* constant table: cannot fail */
-        if (pol_cidr_contains(&c, ip)) {
+        if (pol_cidr_contains(&specials[i].net, ip)) {
             if (range)
-                *range = c;
+                *range = specials[i].net;
             return specials[i].name;
         }
     }
@@ -317,25 +317,68 @@ long pol_ruleset_match_name(const pol_ruleset *rs, const char *tmpl, const char 
     return best;
 }
 
+/* Key of a CIDR in the per-ruleset index: hex of the masked address and
+ * the prefix length, so lookup is one hash probe per distinct length. */
+static size_t cidr_key(const uint8_t addr[16], int plen, char out[40])
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t m[16];
+    memcpy(m, addr, 16);
+    for (int b = plen; b < 128; b++)
+        m[b / 8] &= (uint8_t)~(0x80 >> (b % 8));
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = hex[m[i] >> 4];
+        out[2 * i + 1] = hex[m[i] & 15];
+    }
+    return 32 + (size_t)snprintf(out + 32, 8, "/%d", plen);
+}
+
 long pol_ruleset_match_ip(const pol_ruleset *rs, const char *tmpl, const char *task,
                           const uint8_t ip[16], uint32_t port, const pol_cidr *inside)
 {
-    for (size_t k = 0; k < rs->n_cidr_rules; k++) {
-        const pol_rule *r = &rs->rules[rs->cidr_rules[k]];
-        if (!rule_applies(r, tmpl, task, port))
+    long best = -1;
+    for (size_t k = 0; k < rs->n_plens; k++) {
+        int plen = rs->plens[k];
+        /* 0.0.0.0/0 does not "name" 127.0.0.0/8: only a CIDR inside the
+         * special range unlocks it. A CIDR holding ip with plen >= the
+         * range's is inside it, as the range holds ip too. */
+        if (inside && plen < inside->plen)
             continue;
-        for (size_t i = 0; i < r->n_cidrs; i++) {
-            const pol_cidr *c = &r->cidrs[i];
-            if (!pol_cidr_contains(c, ip))
+        char key[40];
+        size_t len = cidr_key(ip, plen, key);
+        size_t n;
+        const uint32_t *v = pol_index_get(&rs->cidr, key, len, &n);
+        for (size_t i = 0; i < n; i++) {
+            if ((best >= 0 && v[i] >= (uint32_t)best) ||
+                !rule_applies(&rs->rules[v[i]], tmpl, task, port))
                 continue;
-            /* 0.0.0.0/0 does not "name" 127.0.0.0/8: only a CIDR inside
-             * the special range unlocks it. */
-            if (inside && (c->plen < inside->plen || !pol_cidr_contains(inside, c->addr)))
-                continue;
-            return (long)rs->cidr_rules[k];
+            best = v[i];
+            break;
         }
     }
-    return -1;
+    return best;
+}
+
+static void index_cidrs(pol_arena *a, pol_ruleset *rs)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < rs->n; i++)
+        n += rs->rules[i].n_cidrs;
+    pol_pair *pairs = pol_alloc(a, (n + 1) * sizeof *pairs);
+    uint8_t seen[129] = {0};
+    size_t k = 0;
+    rs->n_plens = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        for (size_t c = 0; c < rs->rules[i].n_cidrs; c++) {
+            const pol_cidr *cd = &rs->rules[i].cidrs[c];
+            char key[40];
+            size_t len = cidr_key(cd->addr, cd->plen, key);
+            pairs[k++] = (pol_pair){pol_strndup(a, key, len), (uint32_t)i};
+            if (!seen[cd->plen]++)
+                rs->plens[rs->n_plens++] = cd->plen;
+        }
+    }
+    pol_index_build(a, &rs->cidr, pairs, k);
 }
 
 void pol_ruleset_index(pol_arena *a, pol_ruleset *rs)
@@ -364,4 +407,5 @@ void pol_ruleset_index(pol_arena *a, pol_ruleset *rs)
     }
     pol_index_build(a, &rs->exact, ex, e);
     pol_index_build(a, &rs->wild, wi, w);
+    index_cidrs(a, rs);
 }

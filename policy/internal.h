@@ -119,6 +119,8 @@ typedef struct pol_ruleset {
     pol_index exact;             /* host → rule idx */
     pol_index wild;              /* suffix after "*." → rule idx */
     uint32_t *cidr_rules; size_t n_cidr_rules;
+    pol_index cidr;              /* "hex(masked addr)/plen" → rule idx */
+    uint8_t plens[129]; size_t n_plens;   /* distinct prefix lengths */
 } pol_ruleset;
 
 typedef struct pol_limits_src {

@@ -5,7 +5,7 @@
  * a policy. Leaves the schema to validate.c. */
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +19,13 @@
 
 void policy_hash_key(const char *key, size_t len, char hex[65])
 {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_Digest(key, len, md, &n, EVP_sha256(), NULL);
-    for (unsigned i = 0; i < n && i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    static const char digits[] = "0123456789abcdef";
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)key, len, md);   /* one-shot: no EVP fetch per call */
+    for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+        hex[2 * i] = digits[md[i] >> 4];
+        hex[2 * i + 1] = digits[md[i] & 15];
+    }
     hex[64] = 0;
 }
 
