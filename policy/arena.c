@@ -1,6 +1,7 @@
 /* arena.c — bump allocation for a policy or a parse tree. Everything a load
  * builds is freed at once with the policy (or the tree), so the loader never
  * tracks individual frees. Leaves lifetimes to the owner of the arena. */
+#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,13 +53,14 @@ char *pol_strdup(pol_arena *a, const char *s)
 char *pol_sprintf(pol_arena *a, const char *fmt, ...)
 {
     va_list ap;
+    char *tmp = NULL;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vasprintf(&tmp, fmt, ap);
     va_end(ap);
-    char *d = pol_alloc(a, (size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(d, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    if (n < 0)
+        abort();   /* as pol_alloc: out of memory during a load */
+    char *d = pol_strndup(a, tmp, (size_t)n);
+    free(tmp);
     return d;
 }
 
