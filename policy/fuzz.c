@@ -1,6 +1,6 @@
 /* fuzz.c — libFuzzer target for the policy loader and the cases/config
  * tree: any bytes must either load or yield errors, never crash, leak or
- * read out of bounds. Seed corpus: deploy/*.yaml and policy/testdata/. */
+ * read out of bounds. Seed corpus: the YAML files under deploy/ and policy/testdata/. */
 #include <stdint.h>
 #include <stdlib.h>
 
