@@ -1,7 +1,9 @@
 /* bench.c — the policy's performance budget: a 10,000-rule file must load
  * well under a second and a decision must cost microseconds. Generates the
  * file in memory (two shapes: 100 tenants × 100 rules, and 1 tenant × 10,000
- * rules), then times loads and decisions. Usage: policy_bench [rules] */
+ * rules), then times loads and decisions. Usage: policy_bench [rules]
+ * [--check]; with --check it fails if a load takes 1 s or more or a
+ * decision 50 µs or more (budgets with headroom for a loaded CI machine). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +65,8 @@ static char *generate(size_t tenants, size_t rules_per, size_t *len)
     return b.s;
 }
 
+static int over_budget;
+
 static void run(size_t tenants, size_t rules_per)
 {
     size_t len;
@@ -85,6 +89,7 @@ static void run(size_t tenants, size_t rules_per)
     }
     printf("%zu tenants x %zu rules = %zu rules, %zu bytes: load best of %d %.1f ms\n", tenants,
            rules_per, policy_rule_count(p), len, loads, best * 1e3);
+    over_budget |= best >= 1.0;
 
     const int iters = 200000;
     policy_decision d;
@@ -136,6 +141,7 @@ static void run(size_t tenants, size_t rules_per)
         }
         double dt = now_s() - t0;
         printf("  %-36s %8.0f ns/decision  (%zu/%d allowed)\n", kinds[k].name, dt / iters * 1e9, allowed, iters);
+        over_budget |= dt / iters >= 50e-6;
     }
     policy_unref(p);
     policy_errors_cleanup(&errs);
@@ -145,7 +151,14 @@ static void run(size_t tenants, size_t rules_per)
 int main(int argc, char **argv)
 {
     size_t rules = argc > 1 ? strtoul(argv[1], NULL, 10) : 10000;
+    int check = argc > 2 && strcmp(argv[2], "--check") == 0;
+    if (rules < 100)
+        rules = 100;
     run(100, rules / 100);
     run(1, rules);
+    if (check && over_budget) {
+        fprintf(stderr, "policy_bench: over budget (load >= 1 s or decision >= 50 us)\n");
+        return 1;
+    }
     return 0;
 }

@@ -6,7 +6,8 @@
  * (gateway/reload.c); each call holds a ref to the policy it started with.
  *
  * Every decision returns allow/deny, the id of the rule that decided (a
- * stable string such as "tenant:acme/network/2" or "default:deny-egress"),
+ * stable string such as "tenants.acme.network.pypi" or "default.deny-egress";
+ * the scheme is in docs/policy.md),
  * and a human message that names what was asked. */
 #ifndef SG_POLICY_H
 #define SG_POLICY_H
