@@ -89,9 +89,10 @@ class Sandbox:
         return cls(client, info, user_id)
 
     @staticmethod
-    def list(user_id, client):
+    def list(user_id, client, timeout=None):
         """The caller's own sandboxes (sandbox.v1.Sandbox messages)."""
-        resp = client.unary("ListSandboxes", client.pb.ListSandboxesRequest(user_id=user_id))
+        resp = client.unary("ListSandboxes", client.pb.ListSandboxesRequest(user_id=user_id),
+                            timeout=timeout)
         return list(resp.sandboxes)
 
     @property
