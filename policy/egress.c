@@ -40,6 +40,8 @@ int pol_ip_parse(const char *s, uint8_t out[16])
         buf[n - 2] = 0;
     } else {
         memcpy(buf, s, n + 1);
+        if (n > 1 && buf[n - 1] == '.')
+            buf[n - 1] = 0;   /* "127.0.0.1." is still an address */
     }
     if (strchr(buf, ':')) {
         if (inet_pton(AF_INET6, buf, out) != 1)
@@ -217,6 +219,13 @@ const char *pol_host_check(const char *s, char *out, size_t cap, int allow_wild)
     if (out[n - 1] == '-')
         return "a label may not end with '-'";
     out[n] = 0;
+    /* No top-level domain is all digits: such a "name" is an address
+     * spelling the resolver might honour, so it never counts as a name. */
+    const char *last = strrchr(out, '.');
+    last = last ? last + 1 : out;
+    if (strspn(last, "0123456789") == strlen(last) ||
+        (last[0] == '0' && (last[1] == 'x' || last[1] == 'X')))
+        return "the last label is numeric; IP addresses go in cidrs";
     return NULL;
 }
 

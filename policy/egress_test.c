@@ -46,6 +46,7 @@ static const ip_row ip_rows[] = {
     {"trailing garbage", "1.2.3.4 x", 0, NULL, NULL},
     {"v6 with zone", "fe80::1%eth0", 0, NULL, NULL},
     {"empty", "", 0, NULL, NULL},
+    {"trailing dot v4", "127.0.0.1.", 1, "127.0.0.1", "loopback"},
 };
 
 static void test_ip(void **state)
@@ -140,6 +141,10 @@ static const host_row host_rows[] = {
     {"slash", "a.com/x", 0, NULL},
     {"at sign", "user@a.com", 0, NULL},
     {"empty", "", 0, NULL},
+    {"numeric last label", "*.0.0.1", 1, NULL},
+    {"five numeric labels", "1.2.3.4.5", 0, NULL},
+    {"hex last label", "a.0x7f", 0, NULL},
+    {"digits inside a name", "1.2.3.4.nip.io", 0, "1.2.3.4.nip.io"},
 };
 
 static void test_host(void **state)

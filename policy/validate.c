@@ -525,14 +525,13 @@ static void read_template(vctx *v, const ynode *m, size_t i, pol_template *t)
     char path[YPATH_MAX], sub[YPATH_MAX];
     ypath_idx(path, sizeof path, "templates", i);
     ymap_check(v->d, m, path, template_keys);
-    if (!t->name)
-        return;
     ypath_key(sub, sizeof sub, path, "tenants");
     t->tenants = read_tenant_refs(v, ymap_get(m, "tenants"), sub, &t->n_tenants, &t->all_tenants);
     const ynode *net = ymap_get(m, "network");
     if (net) {
         char owner[128];
-        snprintf(owner, sizeof owner, "templates.%s", t->name);
+        /* a bad name was reported; still check its rules */
+        snprintf(owner, sizeof owner, "templates.%s", t->name ? t->name : "?");
         ypath_key(sub, sizeof sub, path, "network");
         read_network(v, net, sub, owner, 0, &t->net);
     }
@@ -668,9 +667,9 @@ static void read_tenant(vctx *v, const ynode *m, size_t i, pol_tenant *t,
         ypath_key(sub, sizeof sub, path, "user_tokens");
         read_user_tokens(v, n, sub, t);
     }
-    if ((n = ymap_get(m, "network")) && t->id) {
+    if ((n = ymap_get(m, "network"))) {
         char owner[128];
-        snprintf(owner, sizeof owner, "tenants.%s", t->id);
+        snprintf(owner, sizeof owner, "tenants.%s", t->id ? t->id : "?");
         ypath_key(sub, sizeof sub, path, "network");
         read_network(v, n, sub, owner, 1, &t->net);
     }
@@ -730,10 +729,10 @@ static void read_secret(vctx *v, const ynode *m, size_t i, pol_secret *s)
     }
     s->grants = pol_alloc(v->a, l->n * sizeof *s->grants);
     s->n_grants = l->n;
-    for (size_t g = 0; g < l->n && s->name; g++) {
+    for (size_t g = 0; g < l->n; g++) {
         char gp[YPATH_MAX];
         ypath_idx(gp, sizeof gp, sub, g);
-        read_grant(v, l->kids[g], gp, s->name, g, &s->grants[g]);
+        read_grant(v, l->kids[g], gp, s->name ? s->name : "?", g, &s->grants[g]);
     }
 }
 
