@@ -35,15 +35,16 @@ int policy_read_file(const char *path, char **buf, size_t *len, sg_err *err)
     if (fd < 0)
         return sg_err_errno(err, SG_EINVAL, "open(%s)", path);
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > POLICY_MAX_BYTES) {
-        int saved = errno;
+    if (fstat(fd, &st) < 0) {
+        int e = sg_err_errno(err, SG_EINVAL, "fstat(%s)", path);
+        close(fd);
+        return e;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size > POLICY_MAX_BYTES) {
         close(fd);
         if (!S_ISREG(st.st_mode))
             return sg_err_set(err, SG_EINVAL, "%s: not a regular file", path);
-        if (st.st_size > POLICY_MAX_BYTES)
-            return sg_err_set(err, SG_EINVAL, "%s: larger than %u bytes", path, POLICY_MAX_BYTES);
-        errno = saved;
-        return sg_err_errno(err, SG_EINVAL, "fstat(%s)", path);
+        return sg_err_set(err, SG_EINVAL, "%s: larger than %u bytes", path, POLICY_MAX_BYTES);
     }
     size_t cap = (size_t)st.st_size, n = 0;
     char *b = malloc(cap + 1);
