@@ -339,7 +339,15 @@ static size_t cidr_key(const uint8_t addr[16], int plen, char out[40])
         out[2 * i] = hex[m[i] >> 4];
         out[2 * i + 1] = hex[m[i] & 15];
     }
-    return 32 + (size_t)snprintf(out + 32, 8, "/%d", plen);
+    size_t n = 32;   /* "/plen" by hand: this runs per prefix length per decision */
+    out[n++] = '/';
+    if (plen >= 100)
+        out[n++] = (char)('0' + plen / 100);
+    if (plen >= 10)
+        out[n++] = (char)('0' + plen / 10 % 10);
+    out[n++] = (char)('0' + plen % 10);
+    out[n] = 0;
+    return n;
 }
 
 long pol_ruleset_match_ip(const pol_ruleset *rs, const char *tmpl, const char *task,
