@@ -1,0 +1,339 @@
+/* create_latency.c — sandbox create latency and idle memory through the real
+ * daemons (issue 3's benchmark). Not a test.
+ *
+ *   bench_create --addr 127.0.0.1:7443 --key sg-demo-key-0001 [options]
+ *
+ *   -n N            creates per run (default 200)
+ *   --mode M        b2b | paced | both (default both). b2b: each create right
+ *                   after the previous kill answered; paced: --pause-ms of
+ *                   idle between a kill and the next create.
+ *   --pause-ms P    the pause of paced runs (default 100)
+ *   --template T    (default code-interpreter)
+ *   --pss LIST      also measure idle PSS with these counts of idle
+ *                   sandboxes, e.g. 1,10,50 (the daemons must run on this
+ *                   machine; reads cgroup.procs and /proc/<pid>/smaps_rollup)
+ *   --cold N        also time N cold starts: fork+exec of
+ *                   /usr/bin/python3 -c "import numpy, pandas" (what a create
+ *                   would cost with no zygote, before any isolation)
+ *
+ * Latency is wall time of the CreateSandbox RPC as the client sees it
+ * (gateway + host + zygote + the sandbox reporting its default context).
+ * Kill latency is reported too but is not the target. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rpc/rpc.h"
+#include "sandgate/v1/sandgate.pb-c.h"
+
+typedef struct {
+    grpc_channel *ch;
+    grpc_metadata md[1];
+    char bearer[256];
+    const char *user, *template_;
+} conn;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of sorted v[0..n). */
+static double pct(const double *v, int n, double p)
+{
+    int k = (int)(p / 100.0 * n + 0.999999) - 1;
+    if (k < 0)
+        k = 0;
+    if (k >= n)
+        k = n - 1;
+    return v[k];
+}
+
+static void summary(const char *what, double *v, int n)
+{
+    if (n <= 0) {
+        printf("%-34s no samples\n", what);
+        return;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    printf("%-34s n=%d p50 %.1f ms  p90 %.1f ms  p99 %.1f ms  max %.1f ms\n", what, n,
+           pct(v, n, 50), pct(v, n, 90), pct(v, n, 99), v[n - 1]);
+}
+
+static int create(conn *c, const char *task, char *id_out, size_t id_len)
+{
+    Sandgate__V1__CreateSandboxRequest req;
+    sandgate__v1__create_sandbox_request__init(&req);
+    req.template_ = (char *)c->template_;
+    req.task_id = (char *)task;
+    req.user_id = (char *)c->user;
+    req.ttl_seconds = 600;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    rpc_status st;
+    if (rpc_blocking_unary(c->ch, "/sandgate.v1.Sandboxes/CreateSandbox", c->md, 1, 60,
+                           &req.base, &buf, &len, &st) != 0 || st.code != GRPC_STATUS_OK) {
+        fprintf(stderr, "bench_create: CreateSandbox(%s): %s: %s\n", task,
+                rpc_status_name(st.code), st.details);
+        free(buf);
+        return -1;
+    }
+    Sandgate__V1__Sandbox *s = sandgate__v1__sandbox__unpack(NULL, len, buf);
+    free(buf);
+    if (!s)
+        return -1;
+    snprintf(id_out, id_len, "%s", s->sandbox_id);
+    sandgate__v1__sandbox__free_unpacked(s, NULL);
+    return 0;
+}
+
+static int kill_sb(conn *c, const char *id)
+{
+    Sandgate__V1__KillSandboxRequest req;
+    sandgate__v1__kill_sandbox_request__init(&req);
+    req.sandbox_id = (char *)id;
+    req.user_id = (char *)c->user;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    rpc_status st;
+    int rc = rpc_blocking_unary(c->ch, "/sandgate.v1.Sandboxes/KillSandbox", c->md, 1, 60,
+                                &req.base, &buf, &len, &st);
+    free(buf);
+    if (rc != 0 || st.code != GRPC_STATUS_OK) {
+        fprintf(stderr, "bench_create: KillSandbox(%s): %s: %s\n", id,
+                rpc_status_name(st.code), st.details);
+        return -1;
+    }
+    return 0;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static int run(conn *c, int n, int pause_ms, const char *label)
+{
+    double *cr = calloc((size_t)n, sizeof *cr), *kl = calloc((size_t)n, sizeof *kl);
+    int ok = 0, failed = 0;
+    static int run_no;
+    run_no++;
+    for (int i = 0; i < n; i++) {
+        char task[96], id[128];
+        snprintf(task, sizeof task, "bench-%d-%d-%d", (int)getpid(), run_no, i);
+        double t0 = now_ms();
+        if (create(c, task, id, sizeof id) != 0) {
+            failed++;
+            continue;
+        }
+        double t1 = now_ms();
+        if (kill_sb(c, id) != 0)
+            failed++;
+        double t2 = now_ms();
+        cr[ok] = t1 - t0;
+        kl[ok] = t2 - t1;
+        ok++;
+        if (pause_ms)
+            sleep_ms(pause_ms);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "create, %s:", label);
+    summary(what, cr, ok);
+    snprintf(what, sizeof what, "  (kill, %s:", label);
+    summary(what, kl, ok);
+    if (failed)
+        printf("  %d calls failed\n", failed);
+    free(cr);
+    free(kl);
+    return failed ? -1 : 0;
+}
+
+/* Pss (KiB) of one process, -1 if gone. */
+static long pss_kib(const char *pid)
+{
+    char path[128], line[256];
+    snprintf(path, sizeof path, "/proc/%s/smaps_rollup", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long v = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "Pss:", 4) == 0) {
+            v = atol(line + 4);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* Sum of Pss over every process in the sandbox's cgroup (v1 pids
+ * controller, or v2). Returns KiB, the process count in *nproc. */
+static long sandbox_pss(const char *id, int *nproc)
+{
+    static const char *const dirs[] = {"/sys/fs/cgroup/pids/sandgate", "/sys/fs/cgroup/sandgate",
+                                       "/sys/fs/cgroup/unified/sandgate"};
+    *nproc = 0;
+    for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+        char path[512], pid[32];
+        snprintf(path, sizeof path, "%s/%s/cgroup.procs", dirs[d], id);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        long sum = 0;
+        while (fgets(pid, sizeof pid, f)) {
+            pid[strcspn(pid, "\n")] = 0;
+            long v = pss_kib(pid);
+            if (v >= 0) {
+                sum += v;
+                (*nproc)++;
+            }
+        }
+        fclose(f);
+        return sum;
+    }
+    return -1;
+}
+
+static void pss(conn *c, const char *list)
+{
+    char *copy = strdup(list), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int k = atoi(tok);
+        if (k <= 0)
+            continue;
+        char (*ids)[128] = calloc((size_t)k, sizeof *ids);
+        int made = 0;
+        for (int i = 0; i < k; i++) {
+            char task[96];
+            snprintf(task, sizeof task, "bench-pss-%d-%d-%d", (int)getpid(), k, i);
+            if (create(c, task, ids[made], sizeof ids[made]) == 0)
+                made++;
+        }
+        sleep_ms(1000);   /* let pool refills and context start-up settle */
+        double *v = calloc((size_t)made + 1, sizeof *v);
+        int nv = 0, procs = 0;
+        double total = 0;
+        for (int i = 0; i < made; i++) {
+            int np;
+            long kib = sandbox_pss(ids[i], &np);
+            if (kib < 0)
+                continue;
+            v[nv++] = kib / 1024.0;
+            total += kib / 1024.0;
+            procs += np;
+        }
+        if (nv) {
+            qsort(v, (size_t)nv, sizeof *v, cmp_d);
+            printf("idle PSS, %2d sandboxes: mean %.2f MiB/sandbox  median %.2f  max %.2f  "
+                   "(%.1f processes/sandbox, total %.1f MiB)\n",
+                   nv, total / nv, pct(v, nv, 50), v[nv - 1], (double)procs / nv, total);
+        } else {
+            printf("idle PSS, %d sandboxes: no cgroup.procs readable (daemons elsewhere?)\n",
+                   made);
+        }
+        for (int i = 0; i < made; i++)
+            kill_sb(c, ids[i]);
+        free(v);
+        free(ids);
+        sleep_ms(500);
+    }
+    free(copy);
+}
+
+static void cold(int n)
+{
+    double *v = calloc((size_t)n, sizeof *v);
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        double t0 = now_ms();
+        pid_t p = fork();
+        if (p == 0) {
+            char *argv[] = {"/usr/bin/python3", "-c", "import numpy, pandas", NULL};
+            char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
+            execve(argv[0], argv, envp);
+            _exit(127);
+        }
+        int st;
+        if (p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+            v[ok++] = now_ms() - t0;
+    }
+    summary("cold python3 + import numpy,pandas:", v, ok);
+    free(v);
+}
+
+int main(int argc, char **argv)
+{
+    const char *addr = getenv("SANDGATE_ADDR"), *key = getenv("SANDGATE_API_KEY");
+    const char *mode = "both", *pss_list = NULL;
+    int n = 200, pause_ms = 100, n_cold = 0;
+    conn c = {.user = "bench-user", .template_ = "code-interpreter"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "bench_create: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--addr")) addr = v;
+        else if (!strcmp(a, "--key")) key = v;
+        else if (!strcmp(a, "-n")) n = atoi(v);
+        else if (!strcmp(a, "--mode")) mode = v;
+        else if (!strcmp(a, "--pause-ms")) pause_ms = atoi(v);
+        else if (!strcmp(a, "--template")) c.template_ = v;
+        else if (!strcmp(a, "--user")) c.user = v;
+        else if (!strcmp(a, "--pss")) pss_list = v;
+        else if (!strcmp(a, "--cold")) n_cold = atoi(v);
+        else {
+            fprintf(stderr, "usage: bench_create --addr HOST:PORT --key KEY [-n N] "
+                            "[--mode b2b|paced|both] [--pause-ms P] [--template T] "
+                            "[--pss 1,10,50] [--cold N]\n");
+            return 2;
+        }
+        i++;
+    }
+    if (!addr || !key) {
+        fprintf(stderr, "bench_create: --addr and --key (or SANDGATE_ADDR, SANDGATE_API_KEY)\n");
+        return 2;
+    }
+    grpc_init();
+    c.ch = rpc_channel_create(addr, NULL);
+    snprintf(c.bearer, sizeof c.bearer, "Bearer %s", key);
+    c.md[0].key = grpc_slice_from_static_string("authorization");
+    c.md[0].value = grpc_slice_from_static_string(c.bearer);
+
+    /* Warm-up: connection, first create after a zygote start. */
+    char id[128];
+    if (create(&c, "bench-warmup", id, sizeof id) != 0)
+        return 1;
+    kill_sb(&c, id);
+    sleep_ms(200);
+
+    int rc = 0;
+    if (n > 0 && (!strcmp(mode, "b2b") || !strcmp(mode, "both")))
+        rc |= run(&c, n, 0, "back-to-back");
+    if (n > 0 && (!strcmp(mode, "paced") || !strcmp(mode, "both"))) {
+        char label[64];
+        snprintf(label, sizeof label, "paced %d ms", pause_ms);
+        sleep_ms(pause_ms);
+        rc |= run(&c, n, pause_ms, label);
+    }
+    if (pss_list)
+        pss(&c, pss_list);
+    if (n_cold > 0)
+        cold(n_cold);
+    grpc_channel_destroy(c.ch);
+    return rc ? 1 : 0;
+}
