@@ -121,9 +121,10 @@ static void test_stdout_stderr_separation_and_order(void **state)
            "    print('out', i)\n"
            "    print('err', i, file=sys.stderr)\n"
            "sys.stdout.write('tail-out\\n')\n"
-           "sys.stderr.write('tail-err\\n')\n",
+           "n = sys.stderr.write('tail-err\\n')\n",
            &r);
     assert_int_equal(r.n_errors, 0);
+    assert_int_equal(r.n_results, 0);
     assert_string_equal(r.out.data, "out 0\nout 1\nout 2\ntail-out\n");
     assert_string_equal(r.err.data, "err 0\nerr 1\nerr 2\ntail-err\n");
     assert_string_equal(r.order.data, "<O>out 0\n<E>err 0\n<O>out 1\n<E>err 1\n<O>out 2\n"
