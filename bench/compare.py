@@ -6,7 +6,9 @@ same run as sandgate (issue 7, scenarios 1 and 2). Run with Debian's
   compare.py kernel-start N    start a Jupyter kernel, wait until it answers
   compare.py kernel-exec N     execute `x=1+1` on one kernel, N round trips
   compare.py bwrap N           bwrap --unshare-all ... python3 -c pass
-  compare.py pss PID...        Pss of processes, KiB (one line: pss_kib=...)
+  compare.py sandbox-pss CGDIR IDS_FILE
+                               idle Pss per sandbox: every process listed in
+                               CGDIR/<id>/cgroup.procs, summed per sandbox
 
 Each prints one line of key=value pairs beginning with RESULT."""
 import subprocess
@@ -82,18 +84,43 @@ def bwrap(n):
     report("bwrap", out, errors=errors)
 
 
-def pss(pids):
-    total = 0
-    for pid in pids:
+def pss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def sandbox_pss(cgdir, ids_file):
+    per, procs = [], 0
+    with open(ids_file) as f:
+        ids = [x.strip() for x in f if x.strip()]
+    for sid in ids:
         try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1])
-                        break
+            with open(f"{cgdir}/{sid}/cgroup.procs") as f:
+                pids = [x.strip() for x in f if x.strip()]
         except OSError:
-            pass
-    print(f"RESULT pss_kib={total}", flush=True)
+            continue
+        total, n = 0, 0
+        for pid in pids:
+            v = pss_kib(pid)
+            if v is not None:
+                total += v
+                n += 1
+        if n:
+            per.append(total / 1024.0)
+            procs += n
+    per.sort()
+    if not per:
+        print("RESULT n=0", flush=True)
+        return
+    print(f"RESULT n={len(per)} mean_mib={sum(per) / len(per):.2f} median_mib={pct(per, 50):.2f} "
+          f"max_mib={per[-1]:.2f} total_mib={sum(per):.1f} procs_per_sandbox={procs / len(per):.1f}",
+          flush=True)
 
 
 def main():
@@ -101,8 +128,8 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     cmd = sys.argv[1]
-    if cmd == "pss":
-        pss(sys.argv[2:])
+    if cmd == "sandbox-pss":
+        sandbox_pss(sys.argv[2], sys.argv[3])
         return 0
     n = int(sys.argv[2])
     {"kernel-start": kernel_start, "kernel-exec": kernel_exec, "bwrap": bwrap}[cmd](n)
