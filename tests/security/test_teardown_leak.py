@@ -1,0 +1,137 @@
+"""test_teardown_leak.py — 1,000 create/kill cycles through the gateway, then
+nothing of any sandbox may be left on the host: no process, no cgroup dir,
+no extra fd in the host daemon, no zombie child of the host or the zygote,
+no new mount in the host's mount table.
+
+Run by run_in_netns.sh (CTest: security_teardown_leak). SG_SEC_CYCLES and
+SG_SEC_CLIENTS override the defaults (1000 cycles, 4 parallel clients).
+"""
+
+import os
+import sys
+import threading
+import time
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sgsec  # noqa: E402
+
+CYCLES = int(os.environ.get("SG_SEC_CYCLES", "1000"))
+CLIENTS = int(os.environ.get("SG_SEC_CLIENTS", "4"))
+FD_SLACK = 4
+
+
+def log(msg):
+    sys.stderr.write(msg + "\n")
+
+
+class TeardownLeak(unittest.TestCase):
+    def setUp(self):
+        self.host_pid = int(os.environ["SG_SEC_HOST_PID"])
+        self.uid_base = int(os.environ["SG_SEC_UID_BASE"])
+
+    def zygotes(self):
+        return [p[0] for p in sgsec.children(self.host_pid) if p[4].startswith("python")]
+
+    def sandbox_procs(self):
+        return [p for p in sgsec.procs() if self.uid_base <= p[1] < self.uid_base + 4096]
+
+    def cgroup_children(self):
+        left = []
+        root = "/sys/fs/cgroup"
+        for c in [""] + sorted(os.listdir(root)):
+            d = os.path.join(root, c, "sandgate")
+            if os.path.isdir(d):
+                left += [os.path.join(d, e) for e in os.listdir(d)
+                         if os.path.isdir(os.path.join(d, e))]
+        return left
+
+    def cycle_worker(self, n, stats, errors):
+        c = sgsec.Client()
+        user = "leak-%s" % uuid.uuid4().hex[:6]
+        try:
+            for i in range(n):
+                t0 = time.time()
+                try:
+                    sid = c.create(user=user, task="leak-%d-%s" % (i, uuid.uuid4().hex[:8]))
+                    t1 = time.time()
+                    c.kill(sid, user=user)
+                    t2 = time.time()
+                    stats.append((t1 - t0, t2 - t1))
+                except Exception as e:  # noqa: BLE001 — counted and reported
+                    errors.append("%s: %s" % (type(e).__name__,
+                                              getattr(e, "details", lambda: str(e))()))
+        finally:
+            c.close()
+
+    def test_1000_create_kill_cycles(self):
+        # Warm up (gRPC channels, the zygote's spare child), then baseline.
+        c = sgsec.Client()
+        fd_start = sgsec.fd_count(self.host_pid)
+        for _ in range(5):
+            c.kill(c.create(user="leak-warm"), user="leak-warm")
+        c.close()
+        time.sleep(0.5)
+        fd0 = sgsec.fd_count(self.host_pid)
+        mounts0 = sgsec.mountinfo(self.host_pid)
+        zyg0 = self.zygotes()
+        self.assertTrue(zyg0, "no zygote child of host %d" % self.host_pid)
+        self.assertEqual(self.sandbox_procs(), [])
+        log("baseline: host fds %d (before warm-up %d), %d mounts, zygote %s"
+            % (fd0, fd_start, len(mounts0), zyg0))
+
+        stats, errors = [], []
+        per = [CYCLES // CLIENTS + (1 if i < CYCLES % CLIENTS else 0) for i in range(CLIENTS)]
+        threads = [threading.Thread(target=self.cycle_worker, args=(n, stats, errors))
+                   for n in per]
+        t0 = time.time()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.time() - t0
+        creates = sorted(s[0] for s in stats)
+        kills = sorted(s[1] for s in stats)
+
+        def pct(v, q):
+            return v[min(len(v) - 1, int(len(v) * q))] * 1000 if v else float("nan")
+
+        log("%d cycles (%d clients) in %.1f s = %.1f cycles/s; create p50 %.0f ms p99 %.0f ms; "
+            "kill p50 %.0f ms p99 %.0f ms; %d errors"
+            % (len(stats), CLIENTS, took, len(stats) / took, pct(creates, .5), pct(creates, .99),
+               pct(kills, .5), pct(kills, .99), len(errors)))
+        self.assertEqual(errors, [], "cycles failed: %s" % errors[:10])
+        self.assertEqual(len(stats), CYCLES)
+
+        # KillSandbox answers once the sandbox's cgroups are gone, so all of
+        # this should hold at once; allow a moment for the host's bookkeeping.
+        sgsec.wait_for(lambda: not self.sandbox_procs() and not self.cgroup_children(), 5)
+        procs = self.sandbox_procs()
+        self.assertEqual(procs, [], "sandbox processes left: %s" % procs[:20])
+        cg = self.cgroup_children()
+        self.assertEqual(cg, [], "cgroup dirs left: %s" % cg[:20])
+
+        fd1 = sgsec.wait_for(lambda: abs(sgsec.fd_count(self.host_pid) - fd0) <= FD_SLACK
+                             and sgsec.fd_count(self.host_pid), 5) or sgsec.fd_count(self.host_pid)
+        log("host fds after: %d (baseline %d)" % (fd1, fd0))
+        self.assertLessEqual(abs(fd1 - fd0), FD_SLACK,
+                             "host fd count %d -> %d: %s" % (fd0, fd1,
+                                                             sorted(os.listdir("/proc/%d/fd" % self.host_pid))))
+
+        zyg1 = self.zygotes()
+        self.assertEqual(zyg1, zyg0, "zygote changed (died and was restarted?)")
+        for parent in [self.host_pid] + zyg1:
+            z = sgsec.wait_for(lambda: not sgsec.zombies_of(parent), 3) and [] or sgsec.zombies_of(parent)
+            self.assertEqual(z, [], "zombie children of %d: %s" % (parent, z))
+        # The zygote keeps at most its one spare child A.
+        kids = sgsec.children(zyg1[0])
+        self.assertLessEqual(len(kids), 1, "zygote children: %s" % kids)
+
+        mounts1 = sgsec.mountinfo(self.host_pid)
+        self.assertEqual(mounts1 - mounts0, set(), "new mounts in the host's mount table")
+        self.assertEqual(mounts0 - mounts1, set(), "mounts vanished from the host's mount table")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
