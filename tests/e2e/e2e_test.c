@@ -347,11 +347,24 @@ static void test_file_paths_outside_workspace_rejected(void **state)
 
 /* ---- kill and TTL ---- */
 
+/* None may still run; a zombie (exited, not yet reaped by the zygote) must
+ * be reaped within 2 s. */
 static void assert_pids_gone(const int *pids, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (fx_pid_alive(pids[i]))
-            fail_msg("pid %d of the sandbox is still alive", pids[i]);
+        if (fx_pid_state_of(pids[i]) == FX_PID_ALIVE)
+            fail_msg("pid %d of the sandbox is still running", pids[i]);
+    for (int tries = 0; tries < 200; tries++) {
+        size_t zombies = 0;
+        for (size_t i = 0; i < n; i++)
+            zombies += fx_pid_state_of(pids[i]) != FX_PID_GONE;
+        if (!zombies)
+            return;
+        sleep_ms(10);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (fx_pid_state_of(pids[i]) != FX_PID_GONE)
+            fail_msg("pid %d of the sandbox is a zombie nobody reaps after 2 s", pids[i]);
 }
 
 static void test_kill_leaves_no_process(void **state)

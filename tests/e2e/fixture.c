@@ -31,7 +31,8 @@
 
 static struct {
     char dir[256];          /* mkdtemp run dir; "" when not made */
-    char run_sh[512];
+    char src[512];          /* the source tree (deploy/local) */
+    char run_sh[600];
     char build[512];
     char addr[64];
     char secret[96];
@@ -190,30 +191,37 @@ static int write_text(const char *name, const char *text)
     return fclose(f);
 }
 
-/* The host config: deploy/local/host.yaml, but with runtime_dir inside our
- * temp dir so a concurrent run elsewhere never shares the newroot. The name
- * must stay "local": run.sh's generated gateway.yaml names the host so. */
+/* The host config: deploy/local/host.yaml with runtime_dir moved into our
+ * temp dir, so a concurrent run elsewhere never shares the newroot. The rest
+ * (the name "local" that run.sh's gateway.yaml expects, templates, limits)
+ * stays as deployed. */
 static int write_host_config(void)
 {
-    char text[2048];
-    snprintf(text, sizeof text,
-             "listen: \"127.0.0.1:7444\"   # overridden by run.sh --listen\n"
-             "name: local\n"
-             "threads: 2\n"
-             "runtime_dir: %s/rt\n"
-             "cgroup_root: /sys/fs/cgroup\n"
-             "uid_base: 200000\n"
-             "max_sandboxes: 64\n"
-             "templates:\n"
-             "  - name: " FX_TEMPLATE "\n"
-             "    python: /usr/bin/python3\n"
-             "    preload: [numpy, pandas]\n"
-             "    ro_binds: [/usr, /etc/alternatives, /etc/ssl, /etc/ld.so.cache]\n"
-             "    symlinks: [\"usr/bin:/bin\", \"usr/lib:/lib\", \"usr/lib64:/lib64\", "
-             "\"usr/sbin:/sbin\"]\n"
-             "    contain: true\n",
-             F.dir);
-    return write_text("host.yaml", text);
+    char src[600], line[1024];
+    snprintf(src, sizeof src, "%s/deploy/local/host.yaml", F.src);
+    FILE *in = fopen(src, "r");
+    if (!in) {
+        fprintf(stderr, "e2e: fopen(%s): %s\n", src, strerror(errno));
+        return -1;
+    }
+    fx_buf text = {0};
+    int replaced = 0;
+    while (fgets(line, sizeof line, in)) {
+        if (strncmp(line, "runtime_dir:", 12) == 0) {
+            snprintf(line, sizeof line, "runtime_dir: %s/rt\n", F.dir);
+            replaced = 1;
+        }
+        buf_str(&text, line);
+    }
+    fclose(in);
+    if (!replaced) {
+        char extra[400];
+        snprintf(extra, sizeof extra, "runtime_dir: %s/rt\n", F.dir);
+        buf_str(&text, extra);
+    }
+    int rc = write_text("host.yaml", text.data);
+    fx_buf_free(&text);
+    return rc;
 }
 
 static int read_port(const char *name)
@@ -236,7 +244,8 @@ int fx_start(void **state)
 {
     (void)state;
     const char *src = getenv("E2E_SOURCE_DIR"), *build = getenv("E2E_BUILD_DIR");
-    snprintf(F.run_sh, sizeof F.run_sh, "%s/deploy/local/run.sh", src ? src : E2E_SOURCE_DIR);
+    snprintf(F.src, sizeof F.src, "%s", src ? src : E2E_SOURCE_DIR);
+    snprintf(F.run_sh, sizeof F.run_sh, "%s/deploy/local/run.sh", F.src);
     snprintf(F.build, sizeof F.build, "%s", build ? build : E2E_BUILD_DIR);
     snprintf(F.dir, sizeof F.dir, "/tmp/sandgate-e2e-XXXXXX");
     if (!mkdtemp(F.dir)) {
@@ -664,19 +673,19 @@ size_t fx_cgroup_pids(const char *sandbox_id, int *pids, size_t max)
     return n;
 }
 
-int fx_pid_alive(int pid)
+fx_pid_state fx_pid_state_of(int pid)
 {
     char path[64], line[512];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     FILE *f = fopen(path, "r");
     if (!f)
-        return 0;
-    int alive = 1;
+        return FX_PID_GONE;
+    fx_pid_state st = FX_PID_ALIVE;
     if (fgets(line, sizeof line, f)) {
         char *p = strrchr(line, ')');   /* comm may hold spaces and parens */
         if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
-            alive = 0;
+            st = FX_PID_ZOMBIE;
     }
     fclose(f);
-    return alive;
+    return st;
 }

@@ -102,7 +102,7 @@ grpc_status_code fx_read_file(const char *sandbox_id, const char *path, fx_buf *
 void fx_cgroup_dir(const char *sandbox_id, char *buf, size_t len);
 /* Host pids in the sandbox's cgroup; returns how many (0 if the cgroup is gone). */
 size_t fx_cgroup_pids(const char *sandbox_id, int *pids, size_t max);
-/* 1 if pid is still a live (non-zombie) process. */
-int fx_pid_alive(int pid);
+typedef enum { FX_PID_GONE, FX_PID_ZOMBIE, FX_PID_ALIVE } fx_pid_state;
+fx_pid_state fx_pid_state_of(int pid);
 
 #endif
