@@ -44,7 +44,7 @@ static void run_owned(gw_req *r)
 static void on_run(rpc_call *c, void *data)
 {
     gw_req *r = gw_req_begin(c, &sandgate__v1__run_code_request__descriptor, "run_code");
-    if (r)
+    if (r && gw_req_count_action(r) == 0)
         gw_req_with_owner(r, run_owned);
 }
 
@@ -64,7 +64,7 @@ static void exec_owned(gw_req *r)
 static void on_exec(rpc_call *c, void *data)
 {
     gw_req *r = gw_req_begin(c, &sandgate__v1__exec_request__descriptor, "exec");
-    if (r)
+    if (r && gw_req_count_action(r) == 0)
         gw_req_with_owner(r, exec_owned);
 }
 

@@ -23,9 +23,10 @@ static void on_client_sent(void *arg, int ok)
         rpc_fwd_cancel(f->out);   /* the client is gone */
 }
 
-static void on_host_message(void *arg, grpc_byte_buffer *bb)
+static void on_host_message(void *arg, rpc_fwd *out, grpc_byte_buffer *bb)
 {
     gw_fwd *f = arg;
+    f->out = out;
     if (f->opts.rewrite) {
         grpc_byte_buffer *nb = f->opts.rewrite(f->opts.arg, bb);
         grpc_byte_buffer_destroy(bb);
@@ -65,10 +66,10 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
     f->opts = *opts;
     static const rpc_fwd_cbs cbs = {on_host_message, on_host_done};
     sg_err err;
-    f->out = rpc_fwd_start(h->channel, rpc_server_cq(rpc_call_server(in)), rpc_call_grpc(in),
+    rpc_fwd *out = rpc_fwd_start(h->channel, rpc_server_cq(rpc_call_server(in)), rpc_call_grpc(in),
                            method, rpc_deadline_in(opts->timeout_s > 0 ? opts->timeout_s : 30),
                            NULL, 0, rpc_pack(req), &cbs, f, &err);
-    if (!f->out) {
+    if (!out) {
         gw_fail(in, &err);
         if (f->opts.on_done)
             f->opts.on_done(f->opts.arg, GRPC_STATUS_INTERNAL);

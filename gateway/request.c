@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "gateway/request.h"
+#include "policy/query.h"
+#include "policy/secret.h"
 
 static const char *string_field(const ProtobufCMessage *m, const char *name)
 {
@@ -18,6 +22,8 @@ static const char *string_field(const ProtobufCMessage *m, const char *name)
 
 void gw_req_free(gw_req *r)
 {
+    if (r->counted_action)
+        tenancy_action_end(r->id.tenant);
     if (r->msg)
         protobuf_c_message_free_unpacked(r->msg, NULL);
     if (r->pol)
@@ -30,6 +36,59 @@ void gw_req_fail(gw_req *r, const sg_err *e)
 {
     gw_fail(r->in, e);
     gw_req_free(r);
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The tenant's request rate (token bucket, this replica's share). */
+static int admit(gw_req *r, sg_err *err)
+{
+    policy_limits lim;
+    if (policy_tenant_limits(r->pol, r->id.tenant, &lim) != 0)
+        return 0;
+    return tenancy_rate_take(r->id.tenant, lim.rate_per_s, lim.rate_burst, now_us(), err);
+}
+
+/* Tenants with user_tokens: the token must verify and name this user. The
+ * token comes in metadata x-sandgate-user-token (or, on create, the
+ * request's user_token field). */
+static int check_user_token(gw_req *r, sg_err *err)
+{
+    policy_user_tokens ut;
+    if (policy_tenant_user_tokens(r->pol, r->id.tenant, &ut) != 0 || !ut.enabled)
+        return 0;
+    char tok[1024];
+    size_t n = 0;
+    const char *md = rpc_call_md(r->in, "x-sandgate-user-token", &n);
+    const char *field = string_field(r->msg, "user_token");
+    if (md && n < sizeof tok) {
+        memcpy(tok, md, n);
+        tok[n] = 0;
+    } else if (field && field[0]) {
+        snprintf(tok, sizeof tok, "%s", field);
+    } else {
+        return ut.required ? sg_err_set(err, SG_EUNAUTH, "unauthenticated: user token required") : 0;
+    }
+    char key[512];
+    size_t klen;
+    if (policy_user_token_key(r->pol, r->id.tenant, key, sizeof key, &klen, err) != 0)
+        return sg_err_set(err, SG_EUNAVAIL, "user token key unavailable");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int rc = tenancy_token_verify(tok, (const uint8_t *)key, klen, ts.tv_sec, ut.max_ttl_s,
+                                  &r->token, err);
+    explicit_bzero(key, sizeof key);
+    if (rc != 0)
+        return rc;
+    if (strcmp(r->token.user, r->id.user) != 0)
+        return sg_err_set(err, SG_EUNAUTH, "unauthenticated: the user token names another user");
+    r->has_token = 1;
+    return 0;
 }
 
 gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const char *action)
@@ -58,6 +117,14 @@ gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const cha
         gw_req_fail(r, &uerr);
         return NULL;
     }
+    if (admit(r, &err) != 0) {
+        if (err.code == SG_EQUOTA)
+            gw_fail_policy(c, SG_EQUOTA, "QUOTA_EXCEEDED", "limits.rate", err.msg, r->action);
+        else
+            gw_fail(c, &err);
+        gw_req_free(r);
+        return NULL;
+    }
     const char *user = string_field(r->msg, "user_id");
     if (tenancy_check_name("user_id", user ? user : "", 1, &err) != 0) {
         gw_req_fail(r, &err);
@@ -65,7 +132,27 @@ gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const cha
     }
     snprintf(r->id.user, sizeof r->id.user, "%s", user);
     r->sandbox_id = string_field(r->msg, "sandbox_id");
+    if (check_user_token(r, &err) != 0) {
+        gw_req_fail(r, &err);
+        return NULL;
+    }
     return r;
+}
+
+int gw_req_count_action(gw_req *r)
+{
+    policy_limits lim;
+    sg_err err;
+    if (policy_tenant_limits(r->pol, r->id.tenant, &lim) != 0)
+        return 0;
+    if (tenancy_action_begin(r->id.tenant, lim.max_concurrent_actions, &err) != 0) {
+        gw_fail_policy(r->in, SG_EQUOTA, "QUOTA_EXCEEDED", "quotas.concurrent_actions", err.msg,
+                       r->action);
+        gw_req_free(r);
+        return -1;
+    }
+    r->counted_action = 1;
+    return 0;
 }
 
 /* ---- ownership ---- */
@@ -73,6 +160,11 @@ gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const cha
 static void owner_proven(gw_req *r)
 {
     sg_err err;
+    if (r->has_token && strcmp(r->token.task, r->owner_task) != 0) {
+        sg_err_set(&err, SG_EDENIED, "the user token is for another task");
+        gw_req_fail(r, &err);
+        return;
+    }
     if (tenancy_check_owner(&r->id, r->owner_tenant, r->owner_user, &err) != 0) {
         gw_audit(r->pol, r->id.tenant, r->id.user, NULL, r->sandbox_id, r->action, 0,
                  err.code == SG_EDENIED ? "tenancy.owner.user" : "tenancy.owner.tenant",
@@ -83,7 +175,7 @@ static void owner_proven(gw_req *r)
     r->next(r);
 }
 
-static void on_owner_msg(void *arg, grpc_byte_buffer *bb)
+static void on_owner_msg(void *arg, rpc_fwd *f, grpc_byte_buffer *bb)
 {
     gw_req *r = arg;
     size_t len;
@@ -95,11 +187,13 @@ static void on_owner_msg(void *arg, grpc_byte_buffer *bb)
     if (hs && hs->owner) {
         snprintf(r->owner_tenant, sizeof r->owner_tenant, "%s", hs->owner->tenant_id);
         snprintf(r->owner_user, sizeof r->owner_user, "%s", hs->owner->user_id);
+        snprintf(r->owner_task, sizeof r->owner_task, "%s", hs->owner->task_id);
         r->owner_found = 1;
-        tenancy_owner_put(r->sandbox_id, r->owner_tenant, r->owner_user);
+        tenancy_owner_put(r->sandbox_id, r->owner_tenant, r->owner_user, r->owner_task);
     }
     if (hs)
         protobuf_c_message_free_unpacked(&hs->base, NULL);
+    rpc_fwd_next(f);   /* unary: read on to the end of the stream (last: r may go) */
 }
 
 static void on_owner_done(void *arg, grpc_status_code code, const char *details,
@@ -135,7 +229,7 @@ void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r))
         gw_req_fail(r, &err);
         return;
     }
-    if (tenancy_owner_get(r->sandbox_id, r->owner_tenant, r->owner_user) == 0) {
+    if (tenancy_owner_get(r->sandbox_id, r->owner_tenant, r->owner_user, r->owner_task) == 0) {
         owner_proven(r);
         return;
     }

@@ -19,7 +19,11 @@ typedef struct gw_req {
     void (*next)(struct gw_req *r);   /* runs once ownership is proven */
     /* for owner lookups */
     char owner_tenant[TENANCY_NAME_MAX], owner_user[TENANCY_NAME_MAX];
+    char owner_task[TENANCY_NAME_MAX];
     int owner_found;
+    int has_token;              /* the tenant uses end-user tokens and this one verified */
+    tenancy_token token;
+    int counted_action;         /* holds one of the tenant's concurrent-action slots */
 } gw_req;
 
 /* Decode, authenticate and check user_id; on failure the call is answered
@@ -34,6 +38,15 @@ void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r));
 void gw_req_forward(gw_req *r, const char *method, const ProtobufCMessage *req,
                     grpc_byte_buffer *(*rewrite)(void *, grpc_byte_buffer *), double timeout_s);
 void gw_req_fail(gw_req *r, const sg_err *e);
+/* Take one of the tenant's concurrent-action slots for this call (released
+ * when r is freed). Answers RESOURCE_EXHAUSTED itself on failure. */
+int gw_req_count_action(gw_req *r);
+
+/* Every host's live sandboxes of the caller's tenant (user filter optional);
+ * done() owns nothing it is given beyond the call. */
+typedef void (*gw_list_done)(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n,
+                             int failed);
+void gw_list_all(gw_req *r, const char *user, gw_list_done done);
 
 int gw_actions_register(rpc_server *srv, sg_err *err);
 

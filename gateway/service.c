@@ -31,7 +31,8 @@ static grpc_byte_buffer *to_public_sandbox(void *arg, grpc_byte_buffer *bb)
         return NULL;
     }
     if (hs->owner)
-        tenancy_owner_put(hs->sandbox->sandbox_id, hs->owner->tenant_id, hs->owner->user_id);
+        tenancy_owner_put(hs->sandbox->sandbox_id, hs->owner->tenant_id, hs->owner->user_id,
+                          hs->owner->task_id);
     grpc_byte_buffer *out = rpc_pack(&hs->sandbox->base);
     protobuf_c_message_free_unpacked(&hs->base, NULL);
     return out;
@@ -56,7 +57,7 @@ static void wipe_parts(create_parts *p)
 }
 
 static int decide_create(gw_req *r, const Sandgate__V1__CreateSandboxRequest *req,
-                         policy_scope *scope)
+                         uint32_t live_tenant, uint32_t live_user, policy_scope *scope)
 {
     policy_egress_ask eg[64];
     size_t ne = req->n_egress < 64 ? req->n_egress : 64;
@@ -65,7 +66,9 @@ static int decide_create(gw_req *r, const Sandgate__V1__CreateSandboxRequest *re
     policy_create_ask ask = {.tenant = r->id.tenant, .user = r->id.user, .task = req->task_id,
                              .template_name = req->template_, .egress = eg, .n_egress = ne,
                              .secrets = (const char *const *)req->secrets,
-                             .n_secrets = req->n_secrets};
+                             .n_secrets = req->n_secrets,
+                             .live_sandboxes_tenant = live_tenant,
+                             .live_sandboxes_user = live_user};
     policy_decision d;
     policy_decide_create(r->pol, &ask, scope, &d);
     gw_audit(r->pol, r->id.tenant, r->id.user, req->task_id, NULL, "create", d.allow, d.rule,
@@ -145,20 +148,40 @@ static void add_egress(gw_req *r, const Sandgate__V1__CreateSandboxRequest *req,
     p->hreq.egress = p->rule_ptrs;
 }
 
-static void on_create(rpc_call *c, void *data)
+/* Live sandboxes of the tenant and of this user, across every host; the
+ * one this create would return (same task, or same user when per_user) does
+ * not count, so a retry is never refused by the quota. */
+static void count_live(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
+                       uint32_t *tenant, uint32_t *user)
 {
-    gw_req *r = gw_req_begin(c, &sandgate__v1__create_sandbox_request__descriptor, "create");
-    if (!r)
-        return;
+    const Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    int per_user = policy_tenant_scope(r->pol, r->id.tenant) == POLICY_SCOPE_PER_USER;
+    *tenant = *user = 0;
+    for (size_t i = 0; i < n_parts; i++)
+        for (size_t k = 0; parts[i] && k < parts[i]->n_sandboxes; k++) {
+            const Sandgate__V1__Owner *o = parts[i]->sandboxes[k]->owner;
+            if (!o)
+                continue;
+            int same_user = strcmp(o->user_id, r->id.user) == 0;
+            if (same_user && (per_user || strcmp(o->task_id, req->task_id) == 0))
+                continue;
+            (*tenant)++;
+            *user += same_user;
+        }
+}
+
+static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
+                           int failed)
+{
     Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
     sg_err e;
-    if (tenancy_check_name("task_id", req->task_id, 1, &e) != 0 ||
-        tenancy_check_name("template", req->template_, 1, &e) != 0) {
-        gw_req_fail(r, &e);
-        return;
-    }
+    uint32_t live_tenant, live_user;
+    count_live(r, parts, n_parts, &live_tenant, &live_user);
+    if (failed)
+        fprintf(stderr, "sandgate: create: a host did not answer the quota count; "
+                        "counting the others\n");
     policy_scope scope = POLICY_SCOPE_PER_TASK;
-    if (decide_create(r, req, &scope) != 0) {
+    if (decide_create(r, req, live_tenant, live_user, &scope) != 0) {
         gw_req_free(r);
         return;
     }
@@ -201,6 +224,26 @@ static void on_create(rpc_call *c, void *data)
     p->hreq.egress_byte_cap = lim.egress_bytes;
     gw_req_forward(r, "/sandgate.v1.Host/CreateSandbox", &p->hreq.base, to_public_sandbox, 60);
     wipe_parts(p);
+}
+
+static void on_create(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__create_sandbox_request__descriptor, "create");
+    if (!r)
+        return;
+    Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    sg_err e;
+    if (tenancy_check_name("task_id", req->task_id, 1, &e) != 0 ||
+        tenancy_check_name("template", req->template_, 1, &e) != 0) {
+        gw_req_fail(r, &e);
+        return;
+    }
+    if (r->has_token && strcmp(r->token.task, req->task_id) != 0) {
+        sg_err_set(&e, SG_EDENIED, "the user token is for another task");
+        gw_req_fail(r, &e);
+        return;
+    }
+    gw_list_all(r, NULL, create_counted);
 }
 
 /* ---- Get / Kill / Extend ---- */
@@ -263,112 +306,40 @@ static void on_extend(rpc_call *c, void *data)
 
 /* ---- List: every host, the caller's own sandboxes only ---- */
 
-typedef struct list_op {
-    gw_req *r;
-    pthread_mutex_t mu;
-    size_t pending;
-    Sandgate__V1__HostListResponse **parts;   /* owned, one per host */
-    size_t n_parts;
-    int failed;
-} list_op;
-
-typedef struct list_leg {
-    list_op *op;
-    size_t index;
-} list_leg;
-
-static void list_finish(list_op *op)
+static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
+                       int failed)
 {
     size_t total = 0;
-    for (size_t i = 0; i < op->n_parts; i++)
-        if (op->parts[i])
-            total += op->parts[i]->n_sandboxes;
+    for (size_t i = 0; i < n_parts; i++)
+        if (parts[i])
+            total += parts[i]->n_sandboxes;
     Sandgate__V1__Sandbox **items = calloc(total + 1, sizeof *items);
     size_t n = 0;
-    for (size_t i = 0; i < op->n_parts; i++)
-        for (size_t k = 0; op->parts[i] && k < op->parts[i]->n_sandboxes; k++) {
-            Sandgate__V1__HostSandbox *hs = op->parts[i]->sandboxes[k];
+    for (size_t i = 0; i < n_parts; i++)
+        for (size_t k = 0; parts[i] && k < parts[i]->n_sandboxes; k++) {
+            Sandgate__V1__HostSandbox *hs = parts[i]->sandboxes[k];
             /* The host filtered by tenant and user; check again anyway. */
-            if (hs->sandbox && hs->owner && strcmp(hs->owner->tenant_id, op->r->id.tenant) == 0 &&
-                strcmp(hs->owner->user_id, op->r->id.user) == 0)
+            if (hs->sandbox && hs->owner && strcmp(hs->owner->tenant_id, r->id.tenant) == 0 &&
+                strcmp(hs->owner->user_id, r->id.user) == 0)
                 items[n++] = hs->sandbox;
         }
     Sandgate__V1__ListSandboxesResponse out;
     sandgate__v1__list_sandboxes_response__init(&out);
     out.n_sandboxes = n;
     out.sandboxes = items;
-    if (op->failed && total == 0)
-        rpc_call_finish(op->r->in, GRPC_STATUS_UNAVAILABLE, "no sandbox host answered");
+    if (failed && total == 0)
+        rpc_call_finish(r->in, GRPC_STATUS_UNAVAILABLE, "no sandbox host answered");
     else
-        rpc_call_reply(op->r->in, &out.base);
+        rpc_call_reply(r->in, &out.base);
     free(items);
-    for (size_t i = 0; i < op->n_parts; i++)
-        if (op->parts[i])
-            protobuf_c_message_free_unpacked(&op->parts[i]->base, NULL);
-    free(op->parts);
-    gw_req_free(op->r);
-    pthread_mutex_destroy(&op->mu);
-    free(op);
-}
-
-static void on_list_msg(void *arg, grpc_byte_buffer *bb)
-{
-    list_leg *leg = arg;
-    size_t len;
-    uint8_t *buf = rpc_flatten(bb, &len);
-    grpc_byte_buffer_destroy(bb);
-    leg->op->parts[leg->index] = (Sandgate__V1__HostListResponse *)rpc_unpack(
-        &sandgate__v1__host_list_response__descriptor, buf, len, NULL);
-    free(buf);
-}
-
-static void list_leg_done(list_op *op, grpc_status_code code)
-{
-    pthread_mutex_lock(&op->mu);
-    if (code != GRPC_STATUS_OK)
-        op->failed = 1;
-    int last = --op->pending == 0;
-    pthread_mutex_unlock(&op->mu);
-    if (last)
-        list_finish(op);
-}
-
-static void on_list_done(void *arg, grpc_status_code code, const char *details,
-                         const grpc_metadata_array *trailing)
-{
-    list_leg *leg = arg;
-    list_op *op = leg->op;
-    free(leg);
-    list_leg_done(op, code);
+    gw_req_free(r);
 }
 
 static void on_list(rpc_call *c, void *data)
 {
     gw_req *r = gw_req_begin(c, &sandgate__v1__list_sandboxes_request__descriptor, "list");
-    if (!r)
-        return;
-    list_op *op = calloc(1, sizeof *op);
-    op->r = r;
-    pthread_mutex_init(&op->mu, NULL);
-    op->n_parts = G.n_hosts;
-    op->parts = calloc(G.n_hosts + 1, sizeof *op->parts);
-    op->pending = G.n_hosts + 1;   /* +1 until every leg is started */
-    Sandgate__V1__HostListRequest h;
-    sandgate__v1__host_list_request__init(&h);
-    h.tenant_id = r->id.tenant;
-    h.user_id = r->id.user;
-    static const rpc_fwd_cbs cbs = {on_list_msg, on_list_done};
-    for (size_t i = 0; i < G.n_hosts; i++) {
-        list_leg *leg = calloc(1, sizeof *leg);
-        leg->op = op;
-        leg->index = i;
-        sg_err e;
-        if (!rpc_fwd_start(G.hosts[i].channel, rpc_server_cq(rpc_call_server(c)), rpc_call_grpc(c),
-                           "/sandgate.v1.Host/ListSandboxes", rpc_deadline_in(10), NULL, 0,
-                           rpc_pack(&h.base), &cbs, leg, &e))
-            on_list_done(leg, GRPC_STATUS_UNAVAILABLE, e.msg, NULL);
-    }
-    list_leg_done(op, GRPC_STATUS_OK);
+    if (r)
+        gw_list_all(r, r->id.user, list_reply);
 }
 
 int gw_service_register(rpc_server *srv, sg_err *err)

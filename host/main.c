@@ -3,12 +3,14 @@
  * (every sandbox killed, every cgroup removed). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,7 +25,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: sandgate-host --config FILE [--listen ADDR] [--port-file FILE]\n"
-            "                     [--contain-lib PATH] [--runtime DIR]\n");
+            "                     [--contain-lib PATH] [--runtime DIR] [--name NAME]\n"
+            "                     [--runtime-dir DIR]\n");
 }
 
 static void default_paths(void)
@@ -36,7 +39,7 @@ static void default_paths(void)
     snprintf(H.runtime_py, sizeof H.runtime_py, "%s/zygote.py", SANDGATE_RUNTIME_DIR);
 }
 
-static int load_config(const char *path)
+static int load_config(const char *path, const char *name, const char *runtime_dir)
 {
     policy_errors errs = {0};
     if (config_host_load(path, &H.cfg, &errs) != 0) {
@@ -46,6 +49,14 @@ static int load_config(const char *path)
         return -1;
     }
     policy_errors_cleanup(&errs);
+    if (name) {
+        free(H.cfg.name);
+        H.cfg.name = strdup(name);
+    }
+    if (runtime_dir) {
+        free(H.cfg.runtime_dir);
+        H.cfg.runtime_dir = strdup(runtime_dir);
+    }
     H.n_templates = H.cfg.n_templates;
     H.templates = calloc(H.n_templates, sizeof *H.templates);
     for (size_t i = 0; i < H.n_templates; i++)
@@ -61,9 +72,25 @@ static int load_config(const char *path)
     return 0;
 }
 
-/* A previous host that died (crash, SIGKILL) may have left sandboxes
- * behind: their cgroups are ours by name. Kill and remove them before
- * serving, so a restart never leaks processes or cgroups. */
+/* One host per (name, runtime dir): the lock makes the stale cleanup below
+ * safe, since no live host can own "<name>-*" cgroups while we hold it. */
+static int lock_instance(void)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s.lock", H.cfg.runtime_dir, H.cfg.name);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        fprintf(stderr, "sandgate-host: another host named %s is running (%s is locked)\n",
+                H.cfg.name, path);
+        return -1;
+    }
+    return 0;   /* fd stays open: the lock lives as long as the process */
+}
+
+/* A previous host of this name that died (crash, SIGKILL) may have left
+ * sandboxes behind: their cgroups are "<name>-<id>". Kill and remove them
+ * before serving, so a restart never leaks processes or cgroups. Other
+ * hosts' sandboxes on this machine (other names) are left alone. */
 static void cleanup_stale(void)
 {
     sgc_cgroup_kind kind = sgc_cgroup_detect(H.cfg.cgroup_root);
@@ -77,7 +104,9 @@ static void cleanup_stale(void)
         return;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+        size_t nl = strlen(H.cfg.name);
+        if (e->d_type != DT_DIR || strncmp(e->d_name, H.cfg.name, nl) != 0 ||
+            e->d_name[nl] != '-')
             continue;
         char eb[256];
         for (int i = 0; i < 100 && !sgc_cgroup_empty(H.cfg.cgroup_root, e->d_name); i++) {
@@ -112,20 +141,23 @@ static void kill_all(void)
 
 int main(int argc, char **argv)
 {
-    const char *config = NULL, *listen = NULL, *port_file = NULL;
+    const char *config = NULL, *listen = NULL, *port_file = NULL, *name = NULL, *rtdir = NULL;
     default_paths();
     static struct option opts[] = {{"config", 1, 0, 'c'},      {"listen", 1, 0, 'l'},
                                    {"port-file", 1, 0, 'p'},   {"contain-lib", 1, 0, 'L'},
                                    {"runtime", 1, 0, 'r'},     {"help", 0, 0, 'h'},
+                                   {"name", 1, 0, 'n'},        {"runtime-dir", 1, 0, 'R'},
                                    {0, 0, 0, 0}};
     int o;
-    while ((o = getopt_long(argc, argv, "c:l:p:L:r:h", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "c:l:p:L:r:hn:R:", opts, NULL)) != -1) {
         switch (o) {
         case 'c': config = optarg; break;
         case 'l': listen = optarg; break;
         case 'p': port_file = optarg; break;
         case 'L': snprintf(H.contain_lib, sizeof H.contain_lib, "%s", optarg); break;
         case 'r': snprintf(H.runtime_py, sizeof H.runtime_py, "%s/zygote.py", optarg); break;
+        case 'n': name = optarg; break;
+        case 'R': rtdir = optarg; break;
         default: usage(); return 2;
         }
     }
@@ -144,7 +176,9 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-    if (load_config(config) != 0)
+    if (load_config(config, name, rtdir) != 0)
+        return 1;
+    if (lock_instance() != 0)
         return 1;
     cleanup_stale();
     if (access(H.contain_lib, R_OK) != 0)

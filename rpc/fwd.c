@@ -95,7 +95,7 @@ static void on_recv(void *arg, int ok)
         f->stream_ended = 1;
     pthread_mutex_unlock(&f->mu);
     if (bb)
-        f->cbs.on_message(f->arg, bb);
+        f->cbs.on_message(f->arg, f, bb);
     else
         maybe_done(f);
     fwd_unref(f);

@@ -98,8 +98,10 @@ const char *rpc_status_name(grpc_status_code code);
 /* ---- outgoing call forwarded for an incoming one ---- */
 typedef struct rpc_fwd rpc_fwd;
 typedef struct rpc_fwd_cbs {
-    /* One per message; takes ownership of bb. Call rpc_fwd_next to get more. */
-    void (*on_message)(void *arg, grpc_byte_buffer *bb);
+    /* One per message; takes ownership of bb. Call rpc_fwd_next(f) for the
+     * next one (now, or later for backpressure); without it the call cannot
+     * finish. f is passed because it may arrive before rpc_fwd_start returns. */
+    void (*on_message)(void *arg, rpc_fwd *f, grpc_byte_buffer *bb);
     /* Exactly once, last. details is NUL-terminated. trailing borrowed. */
     void (*on_done)(void *arg, grpc_status_code code, const char *details,
                     const grpc_metadata_array *trailing);

@@ -48,6 +48,7 @@ typedef struct owner_entry {
     char id[80];
     char tenant[TENANCY_NAME_MAX];
     char user[TENANCY_NAME_MAX];
+    char task[TENANCY_NAME_MAX];
 } owner_entry;
 
 static owner_entry cache[CACHE_SLOTS];
@@ -61,7 +62,7 @@ static size_t slot_of(const char *id)
     return h % CACHE_SLOTS;
 }
 
-void tenancy_owner_put(const char *id, const char *tenant, const char *user)
+void tenancy_owner_put(const char *id, const char *tenant, const char *user, const char *task)
 {
     if (strlen(id) >= sizeof cache[0].id)
         return;
@@ -70,10 +71,11 @@ void tenancy_owner_put(const char *id, const char *tenant, const char *user)
     snprintf(e->id, sizeof e->id, "%s", id);
     snprintf(e->tenant, sizeof e->tenant, "%s", tenant);
     snprintf(e->user, sizeof e->user, "%s", user);
+    snprintf(e->task, sizeof e->task, "%s", task);
     pthread_mutex_unlock(&cache_mu);
 }
 
-int tenancy_owner_get(const char *id, char *tenant, char *user)
+int tenancy_owner_get(const char *id, char *tenant, char *user, char *task)
 {
     owner_entry *e = &cache[slot_of(id)];
     int rc = -1;
@@ -81,6 +83,7 @@ int tenancy_owner_get(const char *id, char *tenant, char *user)
     if (strcmp(e->id, id) == 0) {
         memcpy(tenant, e->tenant, TENANCY_NAME_MAX);
         memcpy(user, e->user, TENANCY_NAME_MAX);
+        memcpy(task, e->task, TENANCY_NAME_MAX);
         rc = 0;
     }
     pthread_mutex_unlock(&cache_mu);

@@ -7,6 +7,7 @@
 #define SG_TENANCY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/err.h"
 #include "policy/policy.h"
@@ -47,7 +48,27 @@ void tenancy_dedupe_key(policy_scope scope, const char *tenant, const char *user
 
 /* Owner cache (thread-safe; ids are never reused, so entries never go stale
  * in a way that matters: a killed sandbox is NOT_FOUND at the host). */
-void tenancy_owner_put(const char *sandbox_id, const char *tenant, const char *user);
-int tenancy_owner_get(const char *sandbox_id, char *tenant, char *user);  /* 0 = hit */
+void tenancy_owner_put(const char *sandbox_id, const char *tenant, const char *user,
+                       const char *task);
+int tenancy_owner_get(const char *sandbox_id, char *tenant, char *user, char *task); /* 0 = hit */
+
+/* ---- quota.c: this gateway's per-tenant admission ---- */
+/* Token bucket: rate calls/s, burst (0 = max(rate, 1)). SG_EQUOTA naming the limit. */
+int tenancy_rate_take(const char *tenant, double rate, uint32_t burst, int64_t now_us, sg_err *err);
+/* Actions (RunCode, Exec) in flight; max 0 = unlimited. */
+int tenancy_action_begin(const char *tenant, uint32_t max, sg_err *err);
+void tenancy_action_end(const char *tenant);
+
+/* ---- token.c: end-user tokens (HMAC-SHA256) ---- */
+typedef struct tenancy_token {
+    char user[TENANCY_NAME_MAX];
+    char task[TENANCY_NAME_MAX];
+    long long expiry;
+} tenancy_token;
+int tenancy_token_sign(const uint8_t *key, size_t keylen, const char *user, const char *task,
+                       long long expiry_unix_s, char *out, size_t cap);
+/* SG_EUNAUTH on a bad MAC, format, expiry, or expiry beyond now + max_ttl_s (0 = no cap). */
+int tenancy_token_verify(const char *token, const uint8_t *key, size_t keylen, long long now_s,
+                         uint32_t max_ttl_s, tenancy_token *out, sg_err *err);
 
 #endif

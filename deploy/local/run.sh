@@ -10,6 +10,9 @@
 #   SANDGATE_HOST_PORT host port, 0 = pick a free one      (default: 7444)
 #   SANDGATE_POLICY    policy file                         (default: deploy/local/policy.yaml)
 #   SANDGATE_HOST_CONFIG host config                       (default: deploy/local/host.yaml)
+#   SANDGATE_HOST_NAME host name, part of sandbox ids and cgroup names
+#                      (default: "local" with the default run dir, else a random
+#                      one, so parallel test runs never touch each other's sandboxes)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -19,6 +22,10 @@ gw_port=${SANDGATE_PORT:-7443}
 host_port=${SANDGATE_HOST_PORT:-7444}
 policy=$(realpath "${SANDGATE_POLICY:-$here/policy.yaml}")
 host_config=$(realpath "${SANDGATE_HOST_CONFIG:-$here/host.yaml}")
+
+if [ -n "${SANDGATE_HOST_NAME:-}" ]; then host_name=$SANDGATE_HOST_NAME
+elif [ "$run" = "$here/run" ]; then host_name=local
+else host_name=t$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n'); fi
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -37,7 +44,12 @@ start() {
     echo "run.sh: already running (run.sh stop first)" >&2; exit 1
   fi
   rm -f "$run"/*.port
+  # a started host keeps its name (sandbox ids name it) until stop
+  [ -s "$run/host.name" ] && [ -z "${SANDGATE_HOST_NAME:-}" ] && host_name=$(cat "$run/host.name")
+  echo "$host_name" >"$run/host.name"
+  mkdir -p "$run/rt"
   "$build/bin/sandgate-host" --config "$host_config" --listen "127.0.0.1:$host_port" \
+      --name "$host_name" --runtime-dir "$run/rt" \
       --port-file "$run/host.port" >"$run/host.log" 2>&1 &
   echo $! >"$run/host.pid"
   wait_port_file "$run/host.port" "$(cat "$run/host.pid")" host
@@ -48,7 +60,7 @@ policy: "$policy"
 audit_log: "$run/audit.log"
 threads: 1
 hosts:
-  - name: local
+  - name: $host_name
     address: "127.0.0.1:$(cat "$run/host.port")"
 YAML
   "$build/bin/sandgate" --config "$run/gateway.yaml" --listen "127.0.0.1:$gw_port" \

@@ -1,0 +1,90 @@
+/* list.c — asking every host for a tenant's live sandboxes, in parallel:
+ * ListSandboxes answers from it, and CreateSandbox counts live sandboxes for
+ * the quota from it (the hosts are the shared record across gateway
+ * replicas). */
+#include <stdlib.h>
+
+#include "gateway/request.h"
+
+typedef struct list_op {
+    gw_req *r;                                  /* borrowed until done() */
+    gw_list_done done;
+    pthread_mutex_t mu;
+    size_t pending;
+    Sandgate__V1__HostListResponse **parts;     /* owned, one per host */
+    size_t n_parts;
+    int failed;
+} list_op;
+
+typedef struct list_leg {
+    list_op *op;
+    size_t index;
+} list_leg;
+
+static void leg_done(list_op *op, grpc_status_code code)
+{
+    pthread_mutex_lock(&op->mu);
+    if (code != GRPC_STATUS_OK)
+        op->failed = 1;
+    int last = --op->pending == 0;
+    pthread_mutex_unlock(&op->mu);
+    if (!last)
+        return;
+    op->done(op->r, op->parts, op->n_parts, op->failed);
+    for (size_t i = 0; i < op->n_parts; i++)
+        if (op->parts[i])
+            protobuf_c_message_free_unpacked(&op->parts[i]->base, NULL);
+    free(op->parts);
+    pthread_mutex_destroy(&op->mu);
+    free(op);
+}
+
+static void on_leg_msg(void *arg, rpc_fwd *f, grpc_byte_buffer *bb)
+{
+    list_leg *leg = arg;
+    size_t len;
+    uint8_t *buf = rpc_flatten(bb, &len);
+    grpc_byte_buffer_destroy(bb);
+    leg->op->parts[leg->index] = (Sandgate__V1__HostListResponse *)rpc_unpack(
+        &sandgate__v1__host_list_response__descriptor, buf, len, NULL);
+    free(buf);
+    rpc_fwd_next(f);   /* unary: read on to the end of the stream (last: leg may go) */
+}
+
+static void on_leg_done(void *arg, grpc_status_code code, const char *details,
+                        const grpc_metadata_array *trailing)
+{
+    list_leg *leg = arg;
+    list_op *op = leg->op;
+    free(leg);
+    leg_done(op, code);
+}
+
+void gw_list_all(gw_req *r, const char *user, gw_list_done done)
+{
+    list_op *op = calloc(1, sizeof *op);
+    op->r = r;
+    op->done = done;
+    pthread_mutex_init(&op->mu, NULL);
+    op->n_parts = G.n_hosts;
+    op->parts = calloc(G.n_hosts + 1, sizeof *op->parts);
+    op->pending = G.n_hosts + 1;   /* +1 until every leg is started */
+    Sandgate__V1__HostListRequest h;
+    sandgate__v1__host_list_request__init(&h);
+    h.tenant_id = r->id.tenant;
+    h.user_id = (char *)(user ? user : "");
+    static const rpc_fwd_cbs cbs = {on_leg_msg, on_leg_done};
+    for (size_t i = 0; i < G.n_hosts; i++) {
+        list_leg *leg = calloc(1, sizeof *leg);
+        leg->op = op;
+        leg->index = i;
+        sg_err e;
+        if (!rpc_fwd_start(G.hosts[i].channel, rpc_server_cq(rpc_call_server(r->in)),
+                           rpc_call_grpc(r->in), "/sandgate.v1.Host/ListSandboxes",
+                           rpc_deadline_in(10), NULL, 0, rpc_pack(&h.base), &cbs, leg, &e)) {
+            free(leg);
+            leg_done(op, GRPC_STATUS_UNAVAILABLE);
+        }
+    }
+    leg_done(op, GRPC_STATUS_OK);
+}
