@@ -47,7 +47,9 @@ static void *stream_thread(void *arg)
     size_t len;
     const uint8_t *buf = rpc_call_request(c, &len);
     Sandgate__V1__OutputChunk *in = decode(buf, len);
-    int n = atoi((const char *)in->data.data);
+    char num[16] = "";
+    memcpy(num, in->data.data, in->data.len < 15 ? in->data.len : 15);
+    int n = atoi(num);
     sandgate__v1__output_chunk__free_unpacked(in, NULL);
     for (int i = 0; i < n; i++) {
         char s[16];
