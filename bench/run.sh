@@ -72,6 +72,7 @@ want() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 work=$(mktemp -d /tmp/sgbench.XXXXXX)
 run=$work/run
 mkdir -p "$run"
+[ -n "${BENCH_NOTE:-}" ] && notes+=("$BENCH_NOTE")   # e.g. where the build came from
 failed=0          # smoke: a sandgate figure could not be measured
 rows=()           # "scenario|figure|measured|target|status"
 notes=()
@@ -406,7 +407,7 @@ mkdir -p "$(dirname "$out")"
   echo "# Benchmarks"
   echo
   echo "Produced by \`$cmdline\` (run from the repository root after \`cmake -B build && cmake --build build\`)"
-  echo "on $(date -u +%Y-%m-%d), commit $rev$([ "$smoke" = 1 ] && echo ', SMOKE MODE (few seconds; figures meaningless)')."
+  echo "on $(date -u +%Y-%m-%d), commit $rev, binaries from \`$build\`$([ "$smoke" = 1 ] && echo ', SMOKE MODE (few seconds; figures meaningless)')."
   echo
   echo "Machine: $(nproc) cores ($cpu), $mem memory, Linux $(uname -r); load average at the end $load1."
   echo "Other engineers' builds and tests were running on the same 2 cores: figures are noisy."

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# bench/profile.sh — where the gateway's CPU goes under unary load (issue 7's
+# "profile it"). Starts a host and a gateway (deploy/local/run.sh, ephemeral
+# ports, the bench policy of run.sh), drives GetSandbox at -c 16 with
+# bench_load, records the gateway with `perf record -g`, and prints the top
+# symbols (self time), the top shared objects and the CPU µs per call.
+#
+#   bench/profile.sh [--build DIR] [--secs S] [-c N] [--callgrind]
+#
+# --callgrind: instead run the gateway under valgrind --tool=callgrind for a
+# fixed number of calls and print instruction counts per call (slow).
+# Packages: linux-perf, valgrind.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+build=$repo/build
+secs=10
+conc=16
+cg=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$(cd "$2" && pwd); shift ;;
+    --secs) secs=$2; shift ;;
+    -c) conc=$2; shift ;;
+    --callgrind) cg=1 ;;
+    *) echo "profile.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+key=sg-demo-key-0001
+work=$(mktemp -d /tmp/sgprof.XXXXXX)
+run=$work/run
+cleanup() {
+  set +e
+  [ -n "${vg_pid:-}" ] && kill "$vg_pid" 2>/dev/null && wait "$vg_pid" 2>/dev/null
+  SANDGATE_RUN_DIR=$run "$repo/deploy/local/run.sh" stop >/dev/null 2>&1
+  [ "${KEEP_WORK:-0}" = 1 ] || rm -rf "$work"
+}
+trap cleanup EXIT
+# run.sh's bench policy (quotas lifted), taken from run.sh itself.
+sed -n "/^cat >\"\$work\/policy.yaml\" <<'YAML'/,/^YAML/p" "$here/run.sh" | sed '1d;$d' >"$work/policy.yaml"
+mkdir -p "$run" "$work/rt"
+sed -e "s|^runtime_dir:.*|runtime_dir: $work/rt|" -e "s|^name:.*|name: prof|" -e "s|^uid_base:.*|uid_base: 450000|" \
+    "$repo/deploy/local/host.yaml" >"$work/host.yaml"
+SANDGATE_BUILD=$build SANDGATE_RUN_DIR=$run SANDGATE_PORT=0 SANDGATE_HOST_PORT=0 \
+  SANDGATE_POLICY=$work/policy.yaml SANDGATE_HOST_CONFIG=$work/host.yaml "$repo/deploy/local/run.sh" start >&2
+gw=127.0.0.1:$(cat "$run/gateway.port")
+gw_pid=$(cat "$run/gateway.pid")
+"$build/bin/bench_load" setup --addr "$gw" --key "$key" -n 1 --out "$work/one" >/dev/null
+sid=$(head -1 "$work/one")
+
+if [ "$cg" = 1 ]; then
+  # Restart the gateway under callgrind on the same config, then count.
+  kill -TERM "$gw_pid"; sleep 0.5
+  rm -f "$run/gateway.port"
+  valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" \
+    "$build/bin/sandgate" --config "$run/gateway.yaml" --listen 127.0.0.1:0 --port-file "$run/gateway.port" \
+    >"$work/vg.log" 2>&1 &
+  vg_pid=$!
+  for _ in $(seq 1 200); do [ -s "$run/gateway.port" ] && break; sleep 0.1; done
+  gw=127.0.0.1:$(cat "$run/gateway.port")
+  "$build/bin/bench_load" run --addr "$gw" --api gateway --call get --key "$key" --id "$sid" -c 16 --count 200 >/dev/null
+  callgrind_control -z "$vg_pid" >/dev/null 2>&1 || true
+  n=5000
+  "$build/bin/bench_load" run --addr "$gw" --api gateway --call get --key "$key" --id "$sid" -c "$conc" --count "$n"
+  callgrind_control -d "$vg_pid" >/dev/null 2>&1 || true
+  sleep 1
+  f=$(ls -t "$work"/cg.out* | head -1)
+  total=$(callgrind_annotate "$f" 2>/dev/null | sed -n 's/^\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
+  echo "instructions per call (gateway, after reset): $((total / n))"
+  callgrind_annotate --inclusive=no "$f" 2>/dev/null | sed -n '/^Ir/,$p' | head -40 || true
+  exit 0
+fi
+
+"$build/bin/bench_load" run --addr "$gw" --api gateway --call get --key "$key" --id "$sid" -c "$conc" \
+  --secs $((secs + 2)) --warmup 1 --cpu "gw=$gw_pid" >"$work/load.txt" &
+lp=$!
+sleep 1.5
+perf record -q -g -e cpu-clock -F 2000 -p "$gw_pid" -o "$work/perf.data" -- sleep "$secs" >/dev/null 2>&1
+wait "$lp"
+cat "$work/load.txt"
+echo "== top symbols, self time (gateway process, all threads) =="
+perf report -i "$work/perf.data" --no-children --sort symbol --stdio 2>/dev/null | cut -c1-110 | grep -E '^ +[0-9]' | head -45 || true
+echo "== by shared object =="
+perf report -i "$work/perf.data" --no-children --sort dso --stdio 2>/dev/null | cut -c1-110 | grep -E '^ +[0-9]' | head -12 || true
+echo "== by thread =="
+perf report -i "$work/perf.data" --no-children --sort comm --stdio 2>/dev/null | cut -c1-110 | grep -E '^ +[0-9]' | head -12 || true
+echo "== inclusive (children), top 40 =="
+perf report -i "$work/perf.data" --children --sort symbol --stdio -g none 2>/dev/null | cut -c1-110 | grep -E '^ +[0-9]' | head -40 || true
