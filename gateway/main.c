@@ -12,6 +12,13 @@
 
 gw_state G;
 
+static void policy_hash_info(char *buf, size_t cap)
+{
+    policy *p = gw_policy_acquire();
+    snprintf(buf, cap, "%s", policy_hash(p));
+    policy_unref(p);
+}
+
 static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -108,6 +115,7 @@ int main(int argc, char **argv)
     if (creds)
         grpc_server_credentials_release(creds);
     gw_policy_watch_start();
+    rpc_health_set_info("sandgate-policy-sha256", policy_hash_info);
     if (port_file) {
         FILE *f = fopen(port_file, "w");
         if (f) {

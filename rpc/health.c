@@ -39,11 +39,31 @@ static int answer(rpc_call *c, Grpc__Health__V1__HealthCheckResponse *resp)
     return 0;
 }
 
+static const char *info_key;
+static void (*info_fn)(char *buf, size_t cap);
+
+void rpc_health_set_info(const char *key, void (*fn)(char *buf, size_t cap))
+{
+    info_key = key;
+    info_fn = fn;
+}
+
 static void on_check(rpc_call *c, void *data)
 {
     Grpc__Health__V1__HealthCheckResponse resp;
-    if (answer(c, &resp) == 0)
+    if (answer(c, &resp) != 0)
+        return;
+    if (!info_fn) {
         rpc_call_reply(c, &resp.base);
+        return;
+    }
+    char buf[256];
+    info_fn(buf, sizeof buf);
+    grpc_metadata md = {.key = grpc_slice_from_static_string(info_key),
+                        .value = grpc_slice_from_copied_string(buf)};
+    rpc_call_send_msg(c, &resp.base);
+    rpc_call_finish_md(c, GRPC_STATUS_OK, NULL, &md, 1);
+    grpc_slice_unref(md.value);
 }
 
 static void on_watch(rpc_call *c, void *data)
