@@ -110,6 +110,7 @@ gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const cha
                    rpc_call_auth_property(c, GRPC_X509_SAN_PROPERTY_NAME, mtls, sizeof mtls) == 0))
         mid = mtls;
     if (tenancy_authenticate(r->pol, authz, alen, mid, &r->id, &err) != 0) {
+        gw_audit(r->pol, "", "", NULL, NULL, action, 0, "default.unauthenticated", err.msg);
         gw_req_fail(r, &err);
         return NULL;
     }
@@ -118,6 +119,7 @@ gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const cha
         return NULL;
     }
     if (admit(r, &err) != 0) {
+        gw_audit(r->pol, r->id.tenant, "", NULL, NULL, action, 0, "quotas.rate", err.msg);
         if (err.code == SG_EQUOTA)
             gw_fail_policy(c, SG_EQUOTA, "QUOTA_EXCEEDED", "limits.rate", err.msg, r->action);
         else
@@ -172,6 +174,10 @@ static void owner_proven(gw_req *r)
         gw_req_fail(r, &err);
         return;
     }
+    /* Reads of metadata are not audited (hot and harmless); actions are. */
+    if (strcmp(r->action, "get") != 0)
+        gw_audit(r->pol, r->id.tenant, r->id.user, r->owner_task, r->sandbox_id, r->action, 1,
+                 "tenancy.owner", "the caller owns the sandbox");
     r->next(r);
 }
 

@@ -265,8 +265,6 @@ static void on_get(rpc_call *c, void *data)
 
 static void kill_owned(gw_req *r)
 {
-    gw_audit(r->pol, r->id.tenant, r->id.user, NULL, r->sandbox_id, "kill", 1, "tenancy.owner",
-             "owner kills its sandbox");
     Sandgate__V1__HostSandboxRef ref;
     sandgate__v1__host_sandbox_ref__init(&ref);
     ref.sandbox_id = (char *)r->sandbox_id;
