@@ -44,6 +44,19 @@ static void assert_result(const char *sb, const char *ctx, const char *code, con
     fx_run_free(&r);
 }
 
+/* Exec a command and assert it exited 0. */
+static void exec_ok(const char *sb, const char *command)
+{
+    fx_exec e;
+    grpc_status_code code = fx_exec_cmd(sb, command, &e);
+    if (code != GRPC_STATUS_OK || e.n_exits != 1 || e.exit_code != 0 || e.signal != 0)
+        fail_msg("Exec(%s): %s %s, %d exit events, exit %d, signal %d, timed out %d, "
+                 "stdout '%s', stderr '%s'",
+                 command, rpc_status_name(code), e.st.details, e.n_exits, e.exit_code, e.signal,
+                 e.timed_out, e.out.data, e.err.data);
+    fx_exec_free(&e);
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -334,14 +347,9 @@ static void test_file_paths_outside_workspace_rejected(void **state)
     assert_path_rejected(sb, "../x");
     assert_path_rejected(sb, "/etc/passwd");
     assert_path_rejected(sb, "a/../../x");
-    fx_exec e;
-    assert_int_equal(fx_exec_cmd(sb, "ln -s /etc /workspace/out", &e), GRPC_STATUS_OK);
-    assert_int_equal(e.exit_code, 0);
-    fx_exec_free(&e);
+    exec_ok(sb, "ln -s /etc /workspace/out");
     assert_path_rejected(sb, "out/passwd");
-    assert_int_equal(fx_exec_cmd(sb, "ln -s /etc/passwd /workspace/pw", &e), GRPC_STATUS_OK);
-    assert_int_equal(e.exit_code, 0);
-    fx_exec_free(&e);
+    exec_ok(sb, "ln -s /etc/passwd /workspace/pw");
     assert_path_rejected(sb, "pw");
 }
 
@@ -349,38 +357,40 @@ static void test_file_paths_outside_workspace_rejected(void **state)
 
 /* None may still run; a zombie (exited, not yet reaped by the zygote) must
  * be reaped within 2 s. */
-static void assert_pids_gone(const int *pids, size_t n)
+static void assert_procs_gone(const fx_proc *procs, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (fx_pid_state_of(pids[i]) == FX_PID_ALIVE)
-            fail_msg("pid %d of the sandbox is still running", pids[i]);
+        if (fx_proc_state(&procs[i]) == FX_PID_ALIVE) {
+            char what[1024];
+            fx_proc_describe(procs[i].pid, what, sizeof what);
+            fail_msg("pid %d of the sandbox is still running: %s", procs[i].pid, what);
+        }
     for (int tries = 0; tries < 200; tries++) {
         size_t zombies = 0;
         for (size_t i = 0; i < n; i++)
-            zombies += fx_pid_state_of(pids[i]) != FX_PID_GONE;
+            zombies += fx_proc_state(&procs[i]) != FX_PID_GONE;
         if (!zombies)
             return;
         sleep_ms(10);
     }
     for (size_t i = 0; i < n; i++)
-        if (fx_pid_state_of(pids[i]) != FX_PID_GONE)
-            fail_msg("pid %d of the sandbox is a zombie nobody reaps after 2 s", pids[i]);
+        if (fx_proc_state(&procs[i]) != FX_PID_GONE)
+            fail_msg("pid %d of the sandbox is a zombie nobody reaps after 2 s", procs[i].pid);
 }
 
 static void test_kill_leaves_no_process(void **state)
 {
     const char *sb = fx_create("kill", 0, NULL);
-    fx_exec e;   /* something extra that would outlive a careless kill */
-    assert_int_equal(fx_exec_cmd(sb, "nohup sleep 1000 >/dev/null 2>&1 &", &e), GRPC_STATUS_OK);
-    fx_exec_free(&e);
+    /* something extra that would outlive a careless kill */
+    exec_ok(sb, "nohup sleep 1000 >/dev/null 2>&1 &");
     char dir[600];
     fx_cgroup_dir(sb, dir, sizeof dir);
-    int pids[MAX_PIDS];
-    size_t n = fx_cgroup_pids(sb, pids, MAX_PIDS);
+    fx_proc procs[MAX_PIDS];
+    size_t n = fx_sandbox_procs(sb, procs, MAX_PIDS);
     assert_true(n >= 3);   /* supervisor, default context, the sleep */
     rpc_status st;
     assert_int_equal(fx_kill(FX_DEMO, FX_USER, sb, &st), GRPC_STATUS_OK);
-    assert_pids_gone(pids, n);
+    assert_procs_gone(procs, n);
     assert_false(dir_exists(dir));
     assert_int_equal(fx_get(FX_DEMO, FX_USER, sb, &st), GRPC_STATUS_NOT_FOUND);
     fx_run r;
@@ -399,8 +409,8 @@ static void test_ttl_expiry_kills_sandbox(void **state)
     snprintf(id, sizeof id, "%s", sb->sandbox_id);
     sandgate__v1__sandbox__free_unpacked(sb, NULL);
     fx_cgroup_dir(id, dir, sizeof dir);
-    int pids[MAX_PIDS];
-    size_t n = fx_cgroup_pids(id, pids, MAX_PIDS);
+    fx_proc procs[MAX_PIDS];
+    size_t n = fx_sandbox_procs(id, procs, MAX_PIDS);
     assert_true(n > 0);
     assert_int_equal(fx_get(FX_DEMO, FX_USER, id, &st), GRPC_STATUS_OK);
     sleep_ms(3000);
@@ -408,7 +418,7 @@ static void test_ttl_expiry_kills_sandbox(void **state)
     if (code != GRPC_STATUS_NOT_FOUND)
         fail_msg("GetSandbox 3 s after create with ttl 2 s: want NOT_FOUND, got %s: %s",
                  rpc_status_name(code), st.details);
-    assert_pids_gone(pids, n);
+    assert_procs_gone(procs, n);
     assert_false(dir_exists(dir));
 }
 
@@ -548,7 +558,7 @@ static void test_same_task_same_sandbox(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-#define T(fn) cmocka_unit_test_teardown(fn, fx_kill_created)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_test_begin, fx_test_end)
         T(test_state_persists_in_default_context),
         T(test_new_context_has_own_globals),
         T(test_final_expression_result),

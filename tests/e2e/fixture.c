@@ -240,6 +240,30 @@ static int read_port(const char *name)
 
 /* ---- setup / teardown ---- */
 
+/* One create + RunCode before any test: a stack that cannot run code fails
+ * the group at once with the daemons' logs, instead of every test timing
+ * out on its own. */
+static int probe(void)
+{
+    Sandgate__V1__Sandbox *sb = NULL;
+    rpc_status st;
+    grpc_status_code code = fx_create_as(FX_DEMO, FX_USER, "e2e-probe", 0, NULL, &sb, &st);
+    if (code != GRPC_STATUS_OK) {
+        fprintf(stderr, "e2e: probe CreateSandbox: %s: %s\n", rpc_status_name(code), st.details);
+        return -1;
+    }
+    fx_run r;
+    code = fx_run_code(sb->sandbox_id, "1 + 1", NULL, &r);
+    int ok = code == GRPC_STATUS_OK && r.n_results == 1 && strcmp(r.result.data, "2") == 0;
+    if (!ok)
+        fprintf(stderr, "e2e: probe RunCode(1 + 1): %s: %s, %d results\n", rpc_status_name(code),
+                r.st.details, r.n_results);
+    fx_run_free(&r);
+    fx_kill(FX_DEMO, FX_USER, sb->sandbox_id, NULL);
+    sandgate__v1__sandbox__free_unpacked(sb, NULL);
+    return ok ? 0 : -1;
+}
+
 int fx_start(void **state)
 {
     (void)state;
@@ -276,7 +300,13 @@ int fx_start(void **state)
     snprintf(F.addr, sizeof F.addr, "127.0.0.1:%d", port);
     grpc_init();
     F.ch = rpc_channel_create(F.addr, NULL);
-    return F.ch ? 0 : -1;
+    if (!F.ch || probe() != 0) {
+        print_file("host.log");
+        print_file("gateway.log");
+        fx_stop(state);
+        return -1;
+    }
+    return 0;
 }
 
 int fx_stop(void **state)
@@ -413,6 +443,24 @@ grpc_status_code fx_kill(fx_auth a, const char *user, const char *id, rpc_status
     req.user_id = (char *)user;
     return fx_unary(a, "/sandgate.v1.Sandboxes/KillSandbox", &req.base,
                     &sandgate__v1__kill_sandbox_response__descriptor, NULL, st);
+}
+
+static struct timespec test_started;
+
+int fx_test_begin(void **state)
+{
+    (void)state;
+    clock_gettime(CLOCK_MONOTONIC, &test_started);
+    return 0;
+}
+
+int fx_test_end(void **state)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    fprintf(stderr, "    (%.2f s)\n", (double)(now.tv_sec - test_started.tv_sec) +
+                                        (now.tv_nsec - test_started.tv_nsec) / 1e9);
+    return fx_kill_created(state);
 }
 
 int fx_kill_created(void **state)
@@ -673,19 +721,77 @@ size_t fx_cgroup_pids(const char *sandbox_id, int *pids, size_t max)
     return n;
 }
 
-fx_pid_state fx_pid_state_of(int pid)
+/* /proc/<pid>/stat: state letter and start time (field 22). 0 if gone. */
+static int read_stat(int pid, char *state, unsigned long long *start)
 {
-    char path[64], line[512];
+    char path[64], line[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     FILE *f = fopen(path, "r");
     if (!f)
-        return FX_PID_GONE;
-    fx_pid_state st = FX_PID_ALIVE;
-    if (fgets(line, sizeof line, f)) {
-        char *p = strrchr(line, ')');   /* comm may hold spaces and parens */
-        if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
-            st = FX_PID_ZOMBIE;
-    }
+        return 0;
+    int ok = fgets(line, sizeof line, f) != NULL;
     fclose(f);
-    return st;
+    char *p = ok ? strrchr(line, ')') : NULL;   /* comm may hold spaces and parens */
+    if (!p)
+        return 0;
+    /* after ") ": field 3 (state) ... field 22 (starttime) */
+    return sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+                         "%*d %llu",
+                  state, start) == 2;
+}
+
+size_t fx_sandbox_procs(const char *sandbox_id, fx_proc *procs, size_t max)
+{
+    int pids[1024];
+    size_t n = fx_cgroup_pids(sandbox_id, pids, max < 1024 ? max : 1024), k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char state;
+        if (read_stat(pids[i], &state, &procs[k].start)) {
+            procs[k].pid = pids[i];
+            k++;
+        }
+    }
+    return k;
+}
+
+fx_pid_state fx_proc_state(const fx_proc *p)
+{
+    char state;
+    unsigned long long start;
+    if (!read_stat(p->pid, &state, &start) || start != p->start)
+        return FX_PID_GONE;   /* gone, or the pid now names another process */
+    return state == 'Z' || state == 'X' ? FX_PID_ZOMBIE : FX_PID_ALIVE;
+}
+
+static void read_small(const char *path, char *buf, size_t len)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] == 0 || buf[i] == '\n')
+            buf[i] = ' ';
+}
+
+void fx_proc_describe(int pid, char *buf, size_t len)
+{
+    char path[64], cmd[256], stat[256], cg[1024], *pids_cg = "";
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+    read_small(path, cmd, sizeof cmd);
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    read_small(path, stat, sizeof stat);
+    snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
+    read_small(path, cg, sizeof cg);
+    char *p = strstr(cg, ":pids:");
+    if (p) {
+        pids_cg = p + 6;
+        p = strchr(pids_cg, ' ');
+        if (p)
+            *p = 0;
+    }
+    snprintf(buf, len, "cmdline '%s' | stat '%s' | pids cgroup '%s'", cmd, stat, pids_cg);
 }

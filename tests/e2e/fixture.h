@@ -21,7 +21,10 @@ typedef enum { FX_DEMO, FX_OTHER, FX_WRONG_KEY, FX_NO_KEY } fx_auth;
 /* ---- daemons (cmocka group setup / teardown) ---- */
 int fx_start(void **state);
 int fx_stop(void **state);
-/* Per-test teardown: kill every sandbox fx_create made (ignores NOT_FOUND). */
+/* Per-test setup / teardown: note the start; print the time taken and kill
+ * every sandbox fx_create made (ignoring NOT_FOUND). */
+int fx_test_begin(void **state);
+int fx_test_end(void **state);
 int fx_kill_created(void **state);
 /* The random value of SANDGATE_TEST_SECRET in the daemons' environment. */
 const char *fx_daemon_secret(void);
@@ -102,7 +105,15 @@ grpc_status_code fx_read_file(const char *sandbox_id, const char *path, fx_buf *
 void fx_cgroup_dir(const char *sandbox_id, char *buf, size_t len);
 /* Host pids in the sandbox's cgroup; returns how many (0 if the cgroup is gone). */
 size_t fx_cgroup_pids(const char *sandbox_id, int *pids, size_t max);
+/* A process named by pid and start time (pids wrap fast on a busy host). */
+typedef struct fx_proc {
+    int pid;
+    unsigned long long start;
+} fx_proc;
 typedef enum { FX_PID_GONE, FX_PID_ZOMBIE, FX_PID_ALIVE } fx_pid_state;
-fx_pid_state fx_pid_state_of(int pid);
+size_t fx_sandbox_procs(const char *sandbox_id, fx_proc *procs, size_t max);
+fx_pid_state fx_proc_state(const fx_proc *p);
+/* "cmdline | stat | pids cgroup", for failure messages. */
+void fx_proc_describe(int pid, char *buf, size_t len);
 
 #endif
