@@ -114,6 +114,11 @@ struct host_sandbox {
     char cgroup[HOST_ID_MAX + 8];
     host_secret *secrets; size_t n_secrets;  /* owned: values to redact from output */
     size_t secret_max;               /* longest value */
+    /* warm pool (sandbox.c): a sandbox created ahead of any request */
+    int pooled;                      /* 1 while in its template's pool list */
+    int pool_ready;                  /* POOLED received: contained, context held */
+    char *activate_json;             /* owned, wiped: ACTIVATE to send once ready */
+    host_sandbox *pool_next;         /* template pool chain */
 };
 
 typedef struct host_template {
@@ -122,6 +127,8 @@ typedef struct host_template {
     host_watch sock;                 /* zygote channel; fd -1 while down */
     int64_t restart_at_us;
     int restarts;
+    host_sandbox *pool;              /* warm pool, oldest first (sandbox.c) */
+    int zygote_ready;                /* HELLO seen from the running zygote */
 } host_template;
 
 typedef struct host_state {
@@ -155,8 +162,9 @@ void host_watch_close(host_watch *w);
 int host_zygotes_start(sg_err *err);
 void host_zygotes_tick(int64_t now_us);
 host_template *host_template_find(const char *name);
+/* pooled: a pool sandbox (PROTOCOL.md: POOLED, then ACTIVATE). */
 int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, const char *env_json,
-                       int child_fd, sg_err *err);
+                       int pooled, int child_fd, sg_err *err);
 
 /* sandbox.c */
 host_sandbox *host_sandbox_find(const char *id);

@@ -80,8 +80,13 @@ static void reply_created(host_sandbox *sb, int reused, rpc_call *call)
     rpc_call_reply(call, &out.base);
 }
 
+static void pool_unlink(host_sandbox *sb);
+static void wipe_activation(host_sandbox *sb);
+
 static void fail_create(host_sandbox *sb, int code, const char *msg)
 {
+    pool_unlink(sb);
+    wipe_activation(sb);
     if (sb->create_call) {
         sg_err e;
         sg_err_set(&e, code, "sandbox %s: %s", sb->id, msg);
@@ -242,33 +247,48 @@ static void random_id(char *out, size_t n)
         k += snprintf(out + k, n - (size_t)k, "%02x", b[i]);
 }
 
-static host_sandbox *sandbox_new(const Sandgate__V1__HostCreateRequest *req, uint32_t slot)
+static void default_limits(Sandgate__V1__Limits *l)
+{
+    if (!l->memory_bytes) l->memory_bytes = 512ull << 20;
+    if (!l->pids) l->pids = 128;
+    if (!l->cpu_millis) l->cpu_millis = 1000;
+    if (!l->disk_bytes) l->disk_bytes = 256ull << 20;
+    if (!l->tmp_bytes) l->tmp_bytes = 64ull << 20;
+    if (!l->max_file_bytes) l->max_file_bytes = 8ull << 20;
+}
+
+/* A sandbox with a fresh random id, default limits, no owner yet. */
+static host_sandbox *sandbox_alloc(const char *template_name, uint32_t slot)
 {
     host_sandbox *sb = calloc(1, sizeof *sb);
+    random_id(sb->id, sizeof sb->id);
+    snprintf(sb->template_name, sizeof sb->template_name, "%s", template_name);
+    snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
+    sandgate__v1__limits__init(&sb->limits);
+    default_limits(&sb->limits);
+    sb->slot = slot;
+    sb->sock.fd = -1;
+    sb->create_deadline_us = host_now_us() + CREATE_TIMEOUT_US;
+    return sb;
+}
+
+/* Everything of the request's: id, owner, limits, TTL, secrets. */
+static void sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest *req)
+{
     if (req->sandbox_id[0])
         snprintf(sb->id, sizeof sb->id, "%s", req->sandbox_id);
-    else
-        random_id(sb->id, sizeof sb->id);
     snprintf(sb->tenant, sizeof sb->tenant, "%s", req->owner->tenant_id);
     snprintf(sb->user, sizeof sb->user, "%s", req->owner->user_id);
     snprintf(sb->task, sizeof sb->task, "%s", req->owner->task_id);
     snprintf(sb->template_name, sizeof sb->template_name, "%s", req->request->template_);
     snprintf(sb->dedupe, sizeof sb->dedupe, "%s", req->dedupe_key);
-    snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
     sandgate__v1__limits__init(&sb->limits);
     if (req->limits) {
         sb->limits = *req->limits;
         sb->limits.base.unknown_fields = NULL;
         sb->limits.base.n_unknown_fields = 0;
     }
-    if (!sb->limits.memory_bytes) sb->limits.memory_bytes = 512ull << 20;
-    if (!sb->limits.pids) sb->limits.pids = 128;
-    if (!sb->limits.cpu_millis) sb->limits.cpu_millis = 1000;
-    if (!sb->limits.disk_bytes) sb->limits.disk_bytes = 256ull << 20;
-    if (!sb->limits.tmp_bytes) sb->limits.tmp_bytes = 64ull << 20;
-    if (!sb->limits.max_file_bytes) sb->limits.max_file_bytes = 8ull << 20;
-    sb->slot = slot;
-    sb->sock.fd = -1;
+    default_limits(&sb->limits);
     sb->created_ms = sb->last_active_ms = host_wall_ms();
     uint32_t ttl = req->request->ttl_seconds ? req->request->ttl_seconds : 600;
     sb->expires_ms = sb->created_ms + (int64_t)ttl * 1000;
@@ -286,12 +306,20 @@ static host_sandbox *sandbox_new(const Sandgate__V1__HostCreateRequest *req, uin
         if (d->len > sb->secret_max)
             sb->secret_max = d->len;
     }
+}
+
+static host_sandbox *sandbox_new(const Sandgate__V1__HostCreateRequest *req, uint32_t slot)
+{
+    host_sandbox *sb = sandbox_alloc(req->request->template_, slot);
+    sandbox_assign(sb, req);
+    snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
     return sb;
 }
 
-/* Launch: cgroups, then the zygote forks. Called with H.mu held. */
-static int launch(host_sandbox *sb, host_template *t, const Sandgate__V1__HostCreateRequest *req,
-                  sg_err *err)
+/* Launch: cgroups, then the zygote forks. Called with H.mu held. env_json
+ * is the sandbox's environment ("{}" for a pool sandbox: it gets its env
+ * with ACTIVATE). */
+static int launch(host_sandbox *sb, host_template *t, const char *env, int pooled, sg_err *err)
 {
     char procs[2048] = "", eb[512] = "";
     if (t->cfg->contain) {
@@ -308,14 +336,227 @@ static int launch(host_sandbox *sb, host_template *t, const Sandgate__V1__HostCr
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
     host_watch_add(&sb->sock, sv[0], on_supervisor, sb);
     char *spec = build_spec(sb, t, procs);
-    char *env = build_env(req);
-    int rc = host_zygote_create(t, sb, spec, env, sv[1], err);
-    /* env holds secret values: wipe before free */
-    explicit_bzero(env, strlen(env));
-    free(env);
+    int rc = host_zygote_create(t, sb, spec, env, pooled, sv[1], err);
     free(spec);
     close(sv[1]);
     return rc;
+}
+
+/* ---- warm pool ----
+ *
+ * Per template, SANDGATE_POOL_SIZE (default 2; 0 = off) sandboxes are
+ * created ahead of any request: cgroups with default limits, a uid slot, the
+ * zygote's fork fully contained (namespaces, pivot_root, uid, caps,
+ * seccomp) and its default context forked, but no owner, no env and no
+ * secrets (CREATE carries "pool":true and env {}). The supervisor says
+ * POOLED and waits. A CreateSandbox takes the oldest ready one (or one
+ * still starting, which it then waits for), gives it its id (v1: the
+ * cgroups are renamed to it; v2 cannot rename, the pool name stays), its
+ * memory/pids/CPU limits (rewritten) and sends ACTIVATE with the env and
+ * secrets; the supervisor answers READY and CTX default as a fresh
+ * sandbox does. The pool is refilled from the tick, one at a time.
+ * Workspace, /tmp and file-size limits are fixed when the sandbox is
+ * made: a request asking for other values skips the pool. */
+
+#define POOL_STARTING_MAX 1   /* refills in flight per template */
+
+static int pool_target(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SANDGATE_POOL_SIZE");
+        v = e && *e ? atoi(e) : 2;
+        if (v < 0)
+            v = 0;
+        if (v > 64)
+            v = 64;
+    }
+    return v;
+}
+
+static void wipe_activation(host_sandbox *sb)
+{
+    if (sb->activate_json) {
+        explicit_bzero(sb->activate_json, strlen(sb->activate_json));
+        free(sb->activate_json);
+        sb->activate_json = NULL;
+    }
+}
+
+static void pool_unlink(host_sandbox *sb)
+{
+    if (!sb->pooled)
+        return;
+    host_template *t = host_template_find(sb->template_name);
+    for (host_sandbox **p = t ? &t->pool : NULL; p && *p; p = &(*p)->pool_next)
+        if (*p == sb) {
+            *p = sb->pool_next;
+            break;
+        }
+    sb->pool_next = NULL;
+    sb->pooled = 0;
+}
+
+/* Only what a pool sandbox was made with can come from the pool. */
+static int pool_eligible(const Sandgate__V1__HostCreateRequest *req)
+{
+    Sandgate__V1__Limits want;
+    sandgate__v1__limits__init(&want);
+    if (req->limits)
+        want = *req->limits;
+    Sandgate__V1__Limits pooled;
+    sandgate__v1__limits__init(&pooled);
+    default_limits(&pooled);
+    default_limits(&want);
+    return pool_target() > 0 && want.disk_bytes == pooled.disk_bytes &&
+           want.tmp_bytes == pooled.tmp_bytes;
+}
+
+/* The oldest ready pool sandbox, else the oldest still starting. */
+static host_sandbox *pool_take(host_template *t)
+{
+    host_sandbox *pick = NULL;
+    for (host_sandbox *p = t->pool; p; p = p->pool_next)
+        if (p->pool_ready) {
+            pick = p;
+            break;
+        }
+    if (!pick)
+        pick = t->pool;
+    if (pick)
+        pool_unlink(pick);
+    return pick;
+}
+
+static int send_activation(host_sandbox *sb)
+{
+    size_t n = strlen(sb->activate_json);
+    char *msg = malloc(n + 10);
+    memcpy(msg, "ACTIVATE ", 9);
+    memcpy(msg + 9, sb->activate_json, n);
+    ssize_t w = sb->sock.fd < 0 ? -1 : send(sb->sock.fd, msg, n + 9, MSG_DONTWAIT | MSG_NOSIGNAL);
+    explicit_bzero(msg, n + 9);
+    free(msg);
+    wipe_activation(sb);
+    return w == (ssize_t)(n + 9) ? 0 : -1;
+}
+
+/* Give a pool sandbox to a request. Called with H.mu held; sb is out of
+ * the pool. On failure the sandbox is killed and err set. */
+static int activate(host_sandbox *sb, host_template *t, const Sandgate__V1__HostCreateRequest *req,
+                    rpc_call *call, sg_err *err)
+{
+    char old_cg[sizeof sb->cgroup];
+    snprintf(old_cg, sizeof old_cg, "%s", sb->cgroup);
+    static int log_pool = -1;
+    if (log_pool < 0)
+        log_pool = getenv("SANDGATE_POOL_LOG") != NULL;
+    if (log_pool)
+        fprintf(stderr, "sandgate-host: pool: %s -> %s (%s)\n", old_cg,
+                req->sandbox_id[0] ? req->sandbox_id : "new id", sb->pool_ready ? "ready" : "starting");
+    Sandgate__V1__Limits had = sb->limits;
+    sandbox_assign(sb, req);
+    sb->next = H.sandboxes;
+    H.sandboxes = sb;
+    H.n_sandboxes++;
+    sb->create_call = rpc_call_ref(call);
+    char eb[512] = "";
+    if (t->cfg->contain) {
+        if (strcmp(old_cg, sb->id) != 0 &&
+            sgc_cgroup_rename(H.cfg.cgroup_root, old_cg, sb->id, eb, sizeof eb) == 0)
+            snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
+        /* else (v2) the sandbox keeps its pool cgroup name */
+        if (had.memory_bytes != sb->limits.memory_bytes || had.pids != sb->limits.pids ||
+            had.cpu_millis != sb->limits.cpu_millis) {
+            sgc_cgroup_limits lim = {.memory_bytes = sb->limits.memory_bytes,
+                                     .pids = sb->limits.pids,
+                                     .cpu_millis = sb->limits.cpu_millis};
+            if (sgc_cgroup_set_limits(H.cfg.cgroup_root, sb->cgroup, &lim, eb, sizeof eb) != 0) {
+                rpc_call_unref(sb->create_call);
+                sb->create_call = NULL;
+                host_sandbox_kill(sb, NULL);
+                return sg_err_set(err, SG_EINTERNAL, "cgroup limits for %s: %s", sb->id, eb);
+            }
+        }
+    }
+    char *env = build_env(req);
+    size_t n = strlen(env);
+    sb->activate_json = malloc(n + 64);
+    snprintf(sb->activate_json, n + 64, "{\"workdir\":\"/workspace\",\"env\":%s}", env);
+    explicit_bzero(env, n);
+    free(env);
+    if (sb->pool_ready && send_activation(sb) != 0) {
+        rpc_call_unref(sb->create_call);
+        sb->create_call = NULL;
+        host_sandbox_kill(sb, NULL);
+        return sg_err_set(err, SG_EUNAVAIL, "sandbox %s: could not activate; retry", sb->id);
+    }
+    /* not ready yet: ACTIVATE goes out when its POOLED arrives */
+    return 0;
+}
+
+static void pool_start(host_template *t)
+{
+    uint32_t slot;
+    if (alloc_slot(&slot) != 0)
+        return;
+    host_sandbox *sb = sandbox_alloc(t->cfg->name, slot);
+    sb->pooled = 1;
+    host_sandbox **p = &t->pool;
+    while (*p)
+        p = &(*p)->pool_next;
+    *p = sb;
+    sg_err err;
+    if (launch(sb, t, "{}", 1, &err) != 0) {
+        fprintf(stderr, "sandgate-host: template %s: pool: %s\n", t->cfg->name, err.msg);
+        pool_unlink(sb);
+        host_sandbox_kill(sb, NULL);
+    }
+}
+
+/* At exit (the daemon stopped): pool sandboxes are in no table the
+ * shutdown walks; kill them and remove their cgroups. */
+static void pool_atexit(void)
+{
+    char eb[256];
+    for (size_t i = 0; i < H.n_templates; i++) {
+        host_template *t = &H.templates[i];
+        for (host_sandbox *sb = t->pool; sb; sb = sb->pool_next) {
+            if (!t->cfg->contain)
+                continue;
+            for (int k = 0; k < 100 && !sgc_cgroup_empty(H.cfg.cgroup_root, sb->cgroup); k++) {
+                sgc_cgroup_kill(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
+                usleep(10000);
+            }
+            sgc_cgroup_destroy(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
+        }
+    }
+}
+
+static void pool_tick(int64_t now_us)
+{
+    static int registered;
+    if (!registered && pool_target() > 0) {
+        atexit(pool_atexit);
+        registered = 1;
+    }
+    for (size_t i = 0; i < H.n_templates; i++) {
+        host_template *t = &H.templates[i];
+        int have = 0, starting = 0;
+        for (host_sandbox *sb = t->pool, *next; sb; sb = next) {
+            next = sb->pool_next;
+            if (H.stopping || (!sb->pool_ready && now_us > sb->create_deadline_us)) {
+                fail_create(sb, SG_EUNAVAIL, "pool sandbox did not start");
+                continue;
+            }
+            have++;
+            starting += !sb->pool_ready;
+        }
+        if (H.stopping || t->sock.fd < 0 || !t->zygote_ready)
+            continue;
+        if (have < pool_target() && starting < POOL_STARTING_MAX)
+            pool_start(t);
+    }
 }
 
 int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err)
@@ -337,6 +578,12 @@ int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *ca
         pthread_mutex_unlock(&H.mu);
         return sg_err_set(err, SG_EEXISTS, "create: a sandbox for this task is being created; retry");
     }
+    host_sandbox *psb = pool_eligible(req) ? pool_take(t) : NULL;
+    if (psb) {
+        int prc = activate(psb, t, req, call, err);
+        pthread_mutex_unlock(&H.mu);
+        return prc;
+    }
     uint32_t slot;
     if (alloc_slot(&slot) != 0) {
         pthread_mutex_unlock(&H.mu);
@@ -347,7 +594,11 @@ int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *ca
     H.sandboxes = sb;
     H.n_sandboxes++;
     sb->create_call = rpc_call_ref(call);
-    int rc = launch(sb, t, req, err);
+    char *env = build_env(req);
+    int rc = launch(sb, t, env, 0, err);
+    /* env holds secret values: wipe before free */
+    explicit_bzero(env, strlen(env));
+    free(env);
     if (rc != 0) {
         rpc_call_unref(sb->create_call);
         sb->create_call = NULL;
@@ -426,6 +677,11 @@ static void handle_sup_msg(host_sandbox *sb, char *msg, int *fds, int nfds)
     sscanf(msg, "%15s %79s %d %d", verb, id, &a, &b);
     if (strcmp(verb, "PID") == 0 && sb->state == SB_CREATING) {
         sb->pid = (pid_t)atoi(id);
+    } else if (strcmp(verb, "POOLED") == 0 && sb->state == SB_CREATING && !sb->pool_ready) {
+        sb->pool_ready = 1;
+        if (sb->activate_json && send_activation(sb) != 0)
+            fail_create(sb, SG_EINTERNAL, "could not activate the pooled sandbox");
+        return;
     } else if (strcmp(verb, "READY") == 0) {
         /* the default context follows */
     } else if (strcmp(verb, "ERR") == 0 && sb->state == SB_CREATING) {
@@ -541,6 +797,7 @@ static void sandbox_free(host_sandbox *sb)
         e = n;
     }
     host_secrets_free(sb);
+    wipe_activation(sb);
     free(sb->kill_calls);
     free(sb);
 }
@@ -573,6 +830,7 @@ static int reap_dying(host_sandbox *sb)
 
 void host_sandboxes_tick(int64_t now_us)
 {
+    pool_tick(now_us);
     int64_t wall = host_wall_ms();
     host_sandbox *sb = H.sandboxes;
     while (sb) {

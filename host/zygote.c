@@ -24,9 +24,11 @@ static void on_zygote_msg(host_watch *w, uint32_t events)
     ssize_t n = recv(w->fd, buf, sizeof buf - 1, MSG_DONTWAIT);
     if (n > 0) {
         buf[n] = 0;
-        if (strncmp(buf, "HELLO ", 6) == 0)
+        if (strncmp(buf, "HELLO ", 6) == 0) {
+            t->zygote_ready = 1;
             fprintf(stderr, "sandgate-host: template %s: zygote %s ready\n", t->cfg->name,
                     buf + 6);
+        }
         return;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -34,6 +36,7 @@ static void on_zygote_msg(host_watch *w, uint32_t events)
     fprintf(stderr, "sandgate-host: template %s: zygote %d exited; restarting\n", t->cfg->name,
             (int)t->zygote_pid);
     host_watch_close(&t->sock);
+    t->zygote_ready = 0;
     if (t->zygote_pid > 0)
         kill(t->zygote_pid, SIGKILL);
     t->restart_at_us = host_now_us() + (t->restarts ? ZYGOTE_BACKOFF_US : 0);
@@ -125,14 +128,15 @@ host_template *host_template_find(const char *name)
 }
 
 int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, const char *env_json,
-                       int child_fd, sg_err *err)
+                       int pooled, int child_fd, sg_err *err)
 {
     if (t->sock.fd < 0)
         return sg_err_set(err, SG_EUNAVAIL, "template %s is restarting; retry", t->cfg->name);
     size_t cap = strlen(spec) * 2 + strlen(env_json) + 256;
     char *msg = malloc(cap);
     int n = snprintf(msg, cap, "CREATE {\"id\":\"%s\",\"workdir\":\"/workspace\",\"env\":%s,"
-                               "\"spec\":\"", sb->id, env_json);
+                               "\"pool\":%s,\"spec\":\"", sb->id, env_json,
+                     pooled ? "true" : "false");
     for (const char *p = spec; *p; p++) {   /* the spec is ours: only \n needs escaping */
         if (*p == '\n') {
             msg[n++] = '\\';

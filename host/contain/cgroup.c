@@ -230,7 +230,8 @@ static int v2_enable(const char *base, const sgc_cgroup_limits *lim, char *err, 
     }
     if (!val[0])
         return 0;
-    snprintf(parent, sizeof parent, "%s/sandgate", base);
+    if (snprintf(parent, sizeof parent, "%s/sandgate", base) >= (int)sizeof parent)
+        return sgc_failx(err, len, "cgroup path too long under %s", base);
     if (mkdir(parent, 0755) != 0 && errno != EEXIST)
         return sgc_fail(err, len, "mkdir(\"%s\")", parent);
     if (knob(base, "cgroup.subtree_control", val, err, len))
@@ -292,6 +293,50 @@ SGC_API int sgc_cgroup_create(const char *root, const char *name, const sgc_cgro
         rmdir(g.dir[--made]);
     errno = saved;
     return -1;
+}
+
+/* ---- warm pool: re-limit and rename an existing sandbox's groups ---- */
+
+SGC_API int sgc_cgroup_set_limits(const char *root, const char *name, const sgc_cgroup_limits *lim,
+                                  char *errbuf, size_t errlen)
+{
+    groups g;
+    if (resolve(root, name, &g, errbuf, errlen))
+        return -1;
+    for (int i = 0; i < g.n; i++) {
+        int rc = g.kind == SGC_CGROUP_V2 ? v2_limits(g.dir[i], lim, errbuf, errlen)
+                                         : v1_limits(&g, i, lim, errbuf, errlen);
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+/* v1 only: the kernel renames a cgroup directory within its parent
+ * (cgroup1_rename); the unified hierarchy has no rename. Processes, limits
+ * and the sandbox's cgroup namespace root (a pointer to the group, not a
+ * path) are untouched. All or nothing: a failure renames back. */
+SGC_API int sgc_cgroup_rename(const char *root, const char *from, const char *to, char *errbuf,
+                              size_t errlen)
+{
+    groups a, b;
+    if (resolve(root, from, &a, errbuf, errlen) || resolve(root, to, &b, errbuf, errlen))
+        return -1;
+    if (a.kind != SGC_CGROUP_V1) {
+        errno = EOPNOTSUPP;
+        return sgc_failx(errbuf, errlen, "cgroup rename: only cgroup v1 renames groups");
+    }
+    for (int i = 0; i < a.n; i++) {
+        if (rename(a.dir[i], b.dir[i]) != 0) {
+            int saved = errno;
+            sgc_fail(errbuf, errlen, "rename(\"%s\", \"%s\")", a.dir[i], b.dir[i]);
+            while (i-- > 0)
+                rename(b.dir[i], a.dir[i]);
+            errno = saved;
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* ---- kill, empty, destroy ---- */

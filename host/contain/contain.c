@@ -5,6 +5,7 @@
 #include "host/contain/contain.h"
 #include "host/contain/steps.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -34,6 +35,42 @@ SGC_API int sgc_unshare(const char *spec, char *errbuf, size_t errlen)
     if (sgc_spec_parse(&s, spec, errbuf, errlen) || join_cgroups(&s, errbuf, errlen) ||
         unshare_namespaces(errbuf, errlen))
         return -1;
+    return 0;
+}
+
+/* ---- one fork per sandbox (see contain.h) ---- */
+
+SGC_API int sgc_pidns_next(char *errbuf, size_t errlen)
+{
+    if (unshare(CLONE_NEWPID) != 0)
+        return sgc_fail(errbuf, errlen, "unshare(NEWPID)");
+    return 0;
+}
+
+SGC_API int sgc_pidns_reset(char *errbuf, size_t errlen)
+{
+    int fd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sgc_fail(errbuf, errlen, "open(\"/proc/self/ns/pid\")");
+    int rc = setns(fd, CLONE_NEWPID);
+    close(fd);
+    if (rc != 0)
+        return sgc_fail(errbuf, errlen, "setns(own pid namespace, NEWPID)");
+    return 0;
+}
+
+SGC_API int sgc_unshare_pid1(const char *spec, char *errbuf, size_t errlen)
+{
+    sgc_spec s;
+    if (sgc_spec_parse(&s, spec, errbuf, errlen))
+        return -1;
+    if (getpid() != 1)
+        return sgc_failx(errbuf, errlen, "sgc_unshare_pid1: getpid() = %d, expected 1 "
+                         "(fork after sgc_pidns_next)", (int)getpid());
+    if (join_cgroups(&s, errbuf, errlen))
+        return -1;
+    if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) != 0)
+        return sgc_fail(errbuf, errlen, "unshare(NEWNS|NEWNET|NEWIPC|NEWUTS|NEWCGROUP)");
     return 0;
 }
 

@@ -52,6 +52,24 @@
 int sgc_unshare(const char *spec, char *errbuf, size_t errlen);
 int sgc_enter(const char *spec, char *errbuf, size_t errlen);
 
+/* One fork per sandbox instead of A + B (what the runtime uses):
+ *   sgc_pidns_next()   in the forking process (the zygote, may be
+ *                      multi-threaded): unshare(CLONE_NEWPID), so its next
+ *                      child is pid 1 of a new pid namespace;
+ *   fork()             (os.fork: Python's and glibc's fork handling intact);
+ *   sgc_pidns_reset()  in the parent right after: setns() back to its own
+ *                      pid namespace, so later children are not put in
+ *                      the same one (a second unshare(NEWPID) would fail);
+ *   sgc_unshare_pid1(spec)  in the child (pid 1, single-threaded): join the
+ *                      cgroups, then unshare mount, net, ipc, uts and
+ *                      cgroup namespaces — sgc_unshare minus NEWPID;
+ *   sgc_enter(spec)    as before.
+ * The namespaces and their order relative to the cgroup join are those of
+ * sgc_unshare; only the pid namespace is made one step earlier. */
+int sgc_pidns_next(char *errbuf, size_t errlen);
+int sgc_pidns_reset(char *errbuf, size_t errlen);
+int sgc_unshare_pid1(const char *spec, char *errbuf, size_t errlen);
+
 /* ---- cgroups, used by the host daemon ---- */
 typedef enum { SGC_CGROUP_NONE = 0, SGC_CGROUP_V1 = 1, SGC_CGROUP_V2 = 2 } sgc_cgroup_kind;
 
@@ -70,6 +88,17 @@ sgc_cgroup_kind sgc_cgroup_detect(const char *root);
  * "cgroup.procs" paths (for the spec's cgroup_procs keys). */
 int sgc_cgroup_create(const char *root, const char *name, const sgc_cgroup_limits *lim,
                       char *procs_out, size_t max, char *errbuf, size_t errlen);
+
+/* Rewrite the limits of existing group(s) (a pooled sandbox given its
+ * owner's limits). A memory limit below current use fails (v1 EBUSY). */
+int sgc_cgroup_set_limits(const char *root, const char *name, const sgc_cgroup_limits *lim,
+                          char *errbuf, size_t errlen);
+
+/* Rename the group(s) `from` to `to` in place, processes and all (a pooled
+ * sandbox taking its sandbox id). cgroup v1 only: v2 fails with EOPNOTSUPP
+ * and the caller keeps the old name. */
+int sgc_cgroup_rename(const char *root, const char *from, const char *to, char *errbuf,
+                      size_t errlen);
 
 /* Kill every process in the sandbox's cgroups (v2 cgroup.kill where present;
  * else freeze, SIGKILL each pid, thaw) — returns the number signalled. */

@@ -25,18 +25,46 @@ class Contain:
         # .so from inside its new root.
         lib = ctypes.CDLL(lib_path, use_errno=True)
         proto = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-        for name in ("sgc_unshare", "sgc_enter"):
+        for name in ("sgc_unshare", "sgc_enter", "sgc_unshare_pid1"):
             f = getattr(lib, name)
             f.argtypes = proto
             f.restype = ctypes.c_int
+        for name in ("sgc_pidns_next", "sgc_pidns_reset"):
+            f = getattr(lib, name)
+            f.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+            f.restype = ctypes.c_int
         self._unshare = lib.sgc_unshare
         self._enter = lib.sgc_enter
+        self._unshare_pid1 = lib.sgc_unshare_pid1
+        self._pidns_next = lib.sgc_pidns_next
+        self._pidns_reset = lib.sgc_pidns_reset
 
     def _call(self, fn, name, spec):
         err = ctypes.create_string_buffer(ERRLEN)
         if fn(spec.encode("utf-8"), err, ERRLEN) != 0:
             msg = err.value.decode("utf-8", "replace") or "failed"
             raise ContainError("%s: %s" % (name, msg))
+
+    def _call0(self, fn, name):
+        err = ctypes.create_string_buffer(ERRLEN)
+        if fn(err, ERRLEN) != 0:
+            msg = err.value.decode("utf-8", "replace") or "failed"
+            raise ContainError("%s: %s" % (name, msg))
+
+    def pidns_next(self):
+        """The caller's next child is pid 1 of a new pid namespace."""
+        if self.enabled:
+            self._call0(self._pidns_next, "sgc_pidns_next")
+
+    def pidns_reset(self):
+        """Back to our own pid namespace for later children."""
+        if self.enabled:
+            self._call0(self._pidns_reset, "sgc_pidns_reset")
+
+    def unshare_pid1(self, spec):
+        """In the forked pid 1: cgroups, then the other namespaces."""
+        if self.enabled:
+            self._call(self._unshare_pid1, "sgc_unshare_pid1", spec)
 
     def unshare(self, spec):
         if self.enabled:

@@ -6,6 +6,8 @@ sys.stderr as frame writers), its signals, and the frame loop on ctx_sock
 Forking and the fds it is handed are supervisor.py's.
 """
 
+import json
+import linecache
 import os
 import signal
 import sys
@@ -66,6 +68,8 @@ def _serve(ctx_sock):
     sys.stderr = FrameWriter(ctx_sock, "e", 2, "<stderr>")
 
     chunks = []
+    activation = []   # 'a'/'A' chunks: a pooled sandbox's ACTIVATE JSON
+    activatable = True
     while True:
         try:
             data, fds = frames.recv_message(ctx_sock, frames.FRAME_MAX + 16)
@@ -79,6 +83,17 @@ def _serve(ctx_sock):
         for fd in fds:
             os.close(fd)
         ftype, payload = data[:1], data[1:]
+        if ftype == b"W" and activatable:
+            _warm_up()
+            continue
+        if ftype in (b"a", b"A") and activatable:
+            activation.append(payload)
+            if ftype == b"A":
+                activatable = False
+                _activate(b"".join(activation))
+                activation = []
+            continue
+        activatable = False  # only before the first code
         if ftype == b"c":
             chunks.append(payload)
         elif ftype == b"R":
@@ -90,6 +105,38 @@ def _serve(ctx_sock):
             except KeyboardInterrupt:
                 pass
             _done(emit)
+
+
+def _warm_up():
+    """A pooled sandbox's context, before it has an owner: walk the paths
+    the first run takes (a throwaway notebook cell, json, re-seeding) so
+    their copy-on-write and text page faults are paid in the pool, not on
+    the create. Nothing of it stays: the scratch notebook's module and cell
+    source are dropped, and activation re-seeds again."""
+    main = sys.modules.get("__main__")
+    try:
+        scratch = Notebook(lambda ftype, payload: None)
+        scratch.run(b"_w = [i * 2 for i in range(8)]\n_w")
+        linecache.cache.pop("<cell-1>", None)
+        json.loads('{"env": {"K": "v"}, "workdir": "/"}')
+        reseed.reseed()
+        _flush_all()
+    except BaseException:
+        pass
+    sys.modules["__main__"] = main
+
+
+def _activate(payload):
+    """A pooled sandbox was assigned: take its env and workdir, re-seed."""
+    try:
+        req = json.loads(payload.decode("utf-8"))
+        env = req.get("env", {})
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+        os.chdir(req.get("workdir", "/workspace"))
+    except BaseException:
+        os._exit(1)  # the host sees the context die and restarts it
+    reseed.reseed()
 
 
 def _flush_all():

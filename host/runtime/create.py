@@ -1,10 +1,11 @@
-"""create.py — turning a fork of the zygote into a sandbox (children A and B).
+"""create.py — turning a fork of the zygote into a sandbox.
 
-Owns: PROTOCOL.md section 2: A (contain's unshare half, fork B, PID, exit)
-and B (contain's enter half, fresh random state, the sandbox's environment
-and workdir, signals, READY, the default context) up to handing B to the
-supervisor loop. The zygote only forks A; everything per-sandbox costs the
-child, never the zygote.
+Owns: PROTOCOL.md section 2 in the child: the rest of the namespaces and
+the cgroups (sgc_unshare_pid1), contain's enter half, fresh random state,
+the sandbox's environment and workdir, signals, READY and the default
+context — or, for a pool sandbox, POOLED, the wait for ACTIVATE and then
+the same — up to handing the process to the supervisor loop. The zygote
+only forks (zygote.py); everything per-sandbox costs the child.
 """
 
 import json
@@ -19,61 +20,35 @@ from contain import ContainError
 from supervisor import Supervisor
 
 # Where sandbox_sock lives inside the sandbox: the slot the zygote's control
-# socket held, which A closes first. contain's "close stray fds" step must
+# socket held, which the child closes first. contain's "close stray fds" step must
 # keep it, so B adds fd_keep for it to the spec.
 SANDBOX_FD = 3
 
 
-def spare_a(control_fd, sock, contain):
-    """A forked ahead of its CREATE: wait for it, then be child A."""
-    try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.close(control_fd)
-        # recv_message raises PeerGone when the zygote goes away.
-        payload, fds = frames.recv_message(sock)
-        sock.close()
-        if len(fds) != 1:
-            raise ValueError("spare: one fd expected")
-    except BaseException:
-        os._exit(1)
-    child_a(None, fds[0], payload, contain)
-
-
-def child_a(control_fd, sock_fd, payload, contain):
-    """Run in the fork of the zygote; never returns."""
+def child(control_fd, sock, gate_r, payload, contain):
+    """Run in the zygote's fork (pid 1 of a new pid namespace); never returns."""
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         # Sandboxes must never hold the zygote's channel to the host.
-        if control_fd is not None:
-            os.close(control_fd)
-        if sock_fd != SANDBOX_FD:
-            os.dup2(sock_fd, SANDBOX_FD, inheritable=False)
-            os.close(sock_fd)
+        os.close(control_fd)
+        fd = sock.detach()
+        if fd != SANDBOX_FD:
+            os.dup2(fd, SANDBOX_FD, inheritable=False)
+            os.close(fd)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET,
                              fileno=SANDBOX_FD)
     except BaseException:
         os._exit(1)
     try:
+        # The zygote's PID message must reach the host before ours.
+        while os.read(gate_r, 1):
+            pass
+        os.close(gate_r)
         req = _parse(payload)
-        contain.unshare(req["spec"])
-        # B waits for A's PID message: it must reach the host before READY.
-        gate_r, gate_w = os.pipe()
-        pid = os.fork()
+        contain.unshare_pid1(req["spec"])
     except BaseException as e:
         _fail(sock, e)
-    if pid == 0:
-        os.close(gate_w)
-        _child_b(sock, gate_r, req, contain)
-    os.close(gate_r)
-    try:
-        frames.send_message(sock, "PID %d" % pid)
-    except frames.PeerGone:
-        pass
-    # Release B now rather than through _exit: the kernel tears down A's
-    # copy of the big address space before it closes A's files, which
-    # would hold B back for as long as the fork took.
-    os.close(gate_w)
-    os._exit(0)
+    _child_b(sock, req, contain)
 
 
 def _parse(payload):
@@ -90,7 +65,13 @@ def _parse(payload):
     if not isinstance(spec, str) or not isinstance(workdir, str):
         raise ValueError("CREATE: spec and workdir must be strings")
     return {"id": str(req.get("id", "")), "spec": spec, "env": env,
-            "workdir": workdir}
+            "workdir": workdir, "pool": req.get("pool") is True}
+
+
+def parse_activate(payload):
+    """ACTIVATE's JSON: the per-sandbox parts a pooled sandbox gets last."""
+    req = _parse(payload)
+    return req["env"], req["workdir"]
 
 
 def _fail(sock, e):
@@ -103,11 +84,8 @@ def _fail(sock, e):
     os._exit(1)
 
 
-def _child_b(sock, gate_r, req, contain):
+def _child_b(sock, req, contain):
     try:
-        while os.read(gate_r, 1):
-            pass
-        os.close(gate_r)
         spec = req["spec"]
         if contain.enabled:
             if spec and not spec.endswith("\n"):
@@ -130,8 +108,39 @@ def _child_b(sock, gate_r, req, contain):
     except BaseException as e:
         _fail(sock, e)
     try:
-        frames.send_message(sock, "READY")
-        sup.create_context("default")
+        if req["pool"]:
+            _pooled(sock, sup)
+        else:
+            frames.send_message(sock, "READY")
+            sup.create_context("default")
         sup.run()
     finally:
         os._exit(1)
+
+
+def _pooled(sock, sup):
+    """A pool sandbox: fully contained, its default context forked and held,
+    but nothing of its owner yet (the CREATE env was empty). Say POOLED, wait
+    for ACTIVATE, then take on the owner's env and workdir and fresh random
+    state, in the supervisor and in the held context, and go on as a fresh
+    sandbox would: READY, CTX default."""
+    sup.create_context("default", hold=True)
+    # Walk the activation path once with nothing in it, so its page faults
+    # are paid here (see context._warm_up).
+    try:
+        parse_activate(b'{"env": {"K": "v"}, "workdir": "/"}')
+        reseed.reseed()
+    except BaseException:
+        pass
+    frames.send_message(sock, "POOLED")
+    payload = sup.wait_activate()
+    try:
+        env, workdir = parse_activate(payload)
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(workdir)
+        reseed.reseed()
+    except BaseException as e:
+        _fail(sock, e)
+    frames.send_message(sock, "READY")
+    sup.release_held(payload)

@@ -27,6 +27,7 @@ class Supervisor:
         self._children = {}          # pid -> ("ctx"|"exec", id)
         self._ctx = {}               # ctx id -> pid (== its pgid)
         self._exec = {}              # exec id -> pid (== its pgid)
+        self._held = None            # pooled: (ctx id, [host_end, out_r, err_r])
         # SIGCHLD only wakes the loop (through the self-pipe); reaping
         # happens in the loop, after the reply that announced the child.
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -101,7 +102,53 @@ class Supervisor:
                 pass
 
     # -- contexts --
-    def create_context(self, ctx_id):
+    def wait_activate(self):
+        """Pooled sandbox: block until the host's ACTIVATE; its JSON payload.
+
+        Nothing else is expected before it; anything else is dropped. EOF
+        (the host gave up on this pool entry) tears the sandbox down."""
+        while True:
+            try:
+                data, fds = frames.recv_message(self._sock)
+            except frames.PeerGone:
+                self._shutdown()
+            except ValueError:
+                continue
+            for fd in fds:
+                os.close(fd)
+            if data.startswith(b"ACTIVATE "):
+                return data[9:]
+
+    def release_held(self, payload):
+        """Hand the held default context its activation ('a'.. then 'A'
+        frames: the ACTIVATE JSON), then its fds to the host. The frames go
+        first on the same socket, so the context applies them before any
+        code the host sends."""
+        ctx_id, fds = self._held
+        self._held = None
+        self._reap()
+        if ctx_id not in self._ctx:  # it died while pooled: start afresh
+            for fd in fds:
+                os.close(fd)
+            self.create_context(ctx_id)
+            return
+        host_end = socket.socket(fileno=os.dup(fds[0]))
+        try:
+            step = frames.PAYLOAD_MAX
+            chunks = [payload[i:i + step]
+                      for i in range(0, len(payload), step)] or [b""]
+            for c in chunks[:-1]:
+                frames.send_frame(host_end, "a", c)
+            frames.send_frame(host_end, "A", chunks[-1])
+        except frames.PeerGone:
+            pass  # the context died just now: the host sees its EOF
+        finally:
+            host_end.close()
+        self._send("CTX %s" % ctx_id, fds)
+        for fd in fds:
+            os.close(fd)
+
+    def create_context(self, ctx_id, hold=False):
         if not ctx_id or " " in ctx_id:
             self._send("CTXERR %s bad context id" % ctx_id)
             return
@@ -143,6 +190,17 @@ class Supervisor:
         self._ctx[ctx_id] = pid
         for fd in (fds[1], out_w, err_w):
             os.close(fd)
+        if hold:
+            self._held = (ctx_id, [fds[0], out_r, err_r])
+            # Let the context warm itself up while it waits (context.py).
+            warm = socket.socket(fileno=os.dup(fds[0]))
+            try:
+                frames.send_frame(warm, "W")
+            except frames.PeerGone:
+                pass
+            finally:
+                warm.close()
+            return
         self._send("CTX %s" % ctx_id, [fds[0], out_r, err_r])
         for fd in (fds[0], out_r, err_r):
             os.close(fd)

@@ -2,8 +2,9 @@
 
 Owns: the host ⇄ zygote channel (PROTOCOL.md section 1): argv, preloading
 the template's modules (and the whole runtime) once, freezing the heap so
-forked children share it, HELLO, and for each CREATE one fork (child A,
-create.py) — nothing more, so a create costs the zygote one fork. It is a
+forked children share it, HELLO, and for each CREATE one fork into a new
+pid namespace (the child is the sandbox's pid 1; create.py) — nothing
+more, so a create costs the zygote one fork. It is a
 child subreaper and reaps everything that ends up under it. EOF on the
 control socket means the host died: the zygote exits.
 """
@@ -17,7 +18,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import argparse  # noqa: E402
 import gc  # noqa: E402
 import importlib  # noqa: E402
-import select  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 
@@ -28,7 +28,7 @@ import create  # noqa: E402
 import frames  # noqa: E402
 import prctl  # noqa: E402
 import supervisor  # noqa: E402,F401
-from contain import Contain  # noqa: E402
+from contain import Contain, ContainError  # noqa: E402
 
 # Modules user code almost always touches; cheap to share.
 _RUNTIME_PRELOAD = ("json", "subprocess", "traceback", "linecache", "ast",
@@ -79,24 +79,8 @@ def main(argv):
     _serve(ctl, args.control_fd, contain)
 
 
-# A fork's child spends most of its first ~20 ms on this kind of VM taking
-# copy-on-write and text page faults (a few hundred of them) before it runs
-# a line of ours. So the zygote keeps one child A forked ahead of time,
-# already past that, waiting for its CREATE; a create hands it over
-# (one send_fds) and the zygote forks the next spare only once it has been
-# idle for SPARE_DELAY, so the refill never competes with a create for the
-# CPU. Without a spare (a burst of creates) it forks A directly.
-SPARE_DELAY_MS = 50
-
-
 def _serve(ctl, control_fd, contain):
-    spare = None  # (pid, socket to it) of the waiting child A, owned
-    poller = select.poll()
-    poller.register(ctl.fileno(), select.POLLIN)
     while True:
-        if spare is None and not poller.poll(SPARE_DELAY_MS):
-            spare = _fork_spare(control_fd, contain)
-            continue
         try:
             data, fds = frames.recv_message(ctl)
         except frames.PeerGone:
@@ -111,55 +95,49 @@ def _serve(ctl, control_fd, contain):
             print("zygote: malformed message ignored", file=sys.stderr,
                   flush=True)
             continue
-        if spare is not None:
-            handed = _hand_to_spare(spare[1], data[7:], fds[0])
-            spare[1].close()
-            spare = None
-            if handed:
-                os.close(fds[0])
-                continue
-        _fork_a(control_fd, fds[0], data[7:], contain)
+        _fork_sandbox(control_fd, socket.socket(fileno=fds[0]), data[7:],
+                      contain)
 
 
-def _hand_to_spare(sock, payload, fd):
+def _fork_sandbox(control_fd, sock, payload, contain):
+    """One fork per sandbox: the child is pid 1 of a new pid namespace
+    (contain.h: sgc_pidns_next / fork / sgc_pidns_reset) and does the rest
+    itself (create.child). We send its host pid and let it go."""
     try:
-        frames.send_message(sock, payload, [fd])
-        return True
-    except frames.PeerGone:
-        return False  # the spare died, or the message is too big for it
-
-
-def _fork_spare(control_fd, contain):
-    try:
-        mine, theirs = socket.socketpair(socket.AF_UNIX,
-                                         socket.SOCK_SEQPACKET)
-        # Room for a CREATE as large as the host may send.
-        mine.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF,
-                        frames.COMMAND_MAX)
-        pid = os.fork()
-    except OSError:
-        return None
-    if pid == 0:
-        mine.close()
-        create.spare_a(control_fd, theirs, contain)  # never returns
-    theirs.close()
-    return pid, mine
-
-
-def _fork_a(control_fd, sock_fd, payload, contain):
-    try:
-        pid = os.fork()
+        gate_r, gate_w = os.pipe()
     except OSError as e:
+        _err(sock, "pipe: %s" % e)
+        return
+    pid = -1
+    try:
+        contain.pidns_next()
+        pid = os.fork()
+    except (OSError, ContainError) as e:
+        _err(sock, "fork: %s" % e)
+    if pid == 0:
+        os.close(gate_w)
+        create.child(control_fd, sock, gate_r, payload, contain)
+    try:
+        contain.pidns_reset()
+    except ContainError as e:
+        # Later children would share one pid namespace: never go on.
+        print("zygote: %s" % e, file=sys.stderr, flush=True)
+        os._exit(1)
+    if pid > 0:
         try:
-            frames.send_message(socket.socket(fileno=os.dup(sock_fd)),
-                                "ERR fork: %s" % e)
+            frames.send_message(sock, "PID %d" % pid)
         except frames.PeerGone:
             pass
-        os.close(sock_fd)
-        return
-    if pid == 0:
-        create.child_a(control_fd, sock_fd, payload, contain)
-    os.close(sock_fd)
+    os.close(gate_w)  # releases the child
+    os.close(gate_r)
+    sock.close()
+
+
+def _err(sock, msg):
+    try:
+        frames.send_message(sock, "ERR %s" % msg)
+    except frames.PeerGone:
+        pass
 
 
 if __name__ == "__main__":

@@ -73,10 +73,15 @@ class Zygote:
         assert msg.startswith(b"HELLO "), msg
         self.pid = int(msg.split()[1])
 
-    def create(self, env=None, workdir="/tmp", spec="id=test\nuid=1000\n"):
+    def create(self, env=None, workdir="/tmp", spec="id=test\nuid=1000\n",
+               pool=False):
+        """CREATE; pool=True makes a pool sandbox (PROTOCOL.md section 2a):
+        env must then be empty, the real one comes with Sandbox.activate."""
         mine, theirs = socket.socketpair(socket.AF_UNIX,
                                          socket.SOCK_SEQPACKET)
         req = {"id": "sb", "spec": spec, "env": env or {}, "workdir": workdir}
+        if pool:
+            req["pool"] = True
         socket.send_fds(self.ctl, [b"CREATE " + json.dumps(req).encode()],
                         [theirs.fileno()])
         theirs.close()
@@ -108,6 +113,20 @@ class Sandbox:
         """PID, READY, CTX default → the default Context."""
         msg, _ = self.expect(b"PID ")
         self.pid = int(msg.split()[1])
+        self.expect(b"READY")
+        msg, fds = self.expect(b"CTX default")
+        assert len(fds) == 3, fds
+        return Context(self, "default", fds)
+
+    def pooled(self):
+        """PID, POOLED: the pool sandbox is ready for ACTIVATE."""
+        msg, _ = self.expect(b"PID ")
+        self.pid = int(msg.split()[1])
+        self.expect(b"POOLED")
+
+    def activate(self, env, workdir="/tmp"):
+        """ACTIVATE, then READY, CTX default → the default Context."""
+        self.send("ACTIVATE " + json.dumps({"env": env, "workdir": workdir}))
         self.expect(b"READY")
         msg, fds = self.expect(b"CTX default")
         assert len(fds) == 3, fds

@@ -13,8 +13,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from host_double import (Zygote, descendants, proc_stat,  # noqa: E402
-                         results, text_result)
+from host_double import (Sandbox, Zygote, descendants,  # noqa: E402
+                         proc_stat, results, text_result)
 
 SECRET = "SANDGATE_TEST_SECRET"
 
@@ -306,6 +306,87 @@ class RuntimeTest(unittest.TestCase):
         self.assertEqual(zombies, [])
 
 
+class PoolTest(unittest.TestCase):
+    """Pool sandboxes (PROTOCOL.md section 2a): made before any request,
+    given their env and fresh random state only at ACTIVATE."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.zygote = Zygote(preload="numpy")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.zygote.close()
+
+    def test_nothing_before_activate_then_env_and_workdir(self):
+        sb = self.zygote.create(pool=True)
+        try:
+            sb.pooled()
+            # A pool sandbox says nothing more until it is activated.
+            with self.assertRaises(TimeoutError):
+                sb.expect(b"READY", timeout=0.3)
+            ctx = sb.activate({"OWNER_SECRET": "s3cret", "PATH": "/usr/bin:/bin"},
+                              workdir="/")
+            f = ctx.run("import os\n(dict(os.environ), os.getcwd())")
+            self.assertEqual(text_result(f),
+                             "({'OWNER_SECRET': 's3cret', 'PATH': '/usr/bin:/bin'}, '/')")
+            # The supervisor took the env too: exec children see it.
+            out_r, err_r = sb.exec("env", "echo $OWNER_SECRET; pwd")
+            try:
+                sb.expect(b"EXIT env")
+                self.assertEqual(ctx.read_pipe(out_r), b"s3cret\n/\n")
+            finally:
+                os.close(out_r)
+                os.close(err_r)
+            # The context is an ordinary one from here on.
+            self.assertEqual(text_result(ctx.run("x = 41\nx + 1")), "42")
+            ctx.close()
+        finally:
+            sb.close()
+
+    def test_pool_sandboxes_reseeded_at_activation(self):
+        code = "import random, numpy\n(random.random(), numpy.random.rand())"
+        sbs = [self.zygote.create(pool=True) for _ in range(2)]
+        try:
+            for sb in sbs:
+                sb.pooled()
+            ctxs = [sb.activate({}) for sb in sbs]
+            a, b = (eval(text_result(c.run(code))) for c in ctxs)
+            self.assertNotEqual(a[0], b[0])
+            self.assertNotEqual(a[1], b[1])
+            for c in ctxs:
+                c.close()
+        finally:
+            for sb in sbs:
+                sb.close()
+
+    def test_bad_activate_is_err(self):
+        sb = self.zygote.create(pool=True)
+        try:
+            sb.pooled()
+            sb.send("ACTIVATE " + '{"env": {"A": 1}}')
+            m, _ = sb.expect(b"ERR ")
+            self.assertIn(b"env", m)
+        finally:
+            sb.close()
+
+    def test_host_gone_kills_pool_sandbox(self):
+        sb = self.zygote.create(pool=True)
+        sb.pooled()
+        pids = [sb.pid] + descendants(sb.pid)
+        self.assertEqual(len(pids), 2, "supervisor and its held context")
+        sb.close()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if all(proc_stat(p) in (None,) or proc_stat(p)[0] == "Z"
+                   for p in pids):
+                break
+            time.sleep(0.05)
+        for p in pids:
+            st = proc_stat(p)
+            self.assertTrue(st is None or st[0] == "Z", (p, st))
+
+
 class ZygoteLifetimeTest(unittest.TestCase):
     def test_zygote_exits_on_control_eof(self):
         z = Zygote(preload="")
@@ -325,10 +406,13 @@ class ZygoteLifetimeTest(unittest.TestCase):
                                              socket.SOCK_SEQPACKET)
             socket.send_fds(z.ctl, [b"CREATE {nope"], [theirs.fileno()])
             theirs.close()
-            mine.settimeout(5)
-            m = mine.recv(4096)
-            self.assertTrue(m.startswith(b"ERR "), m)
-            mine.close()
+            # The zygote forks first and always says PID; the child, which
+            # parses the request, answers ERR.
+            bad = Sandbox(mine)
+            bad.expect(b"PID ")
+            m, _ = bad.expect(b"ERR ")
+            self.assertIn(b"JSON", m.upper())
+            bad.close()
             sb = z.create(workdir="/nonexistent-sandgate")
             sb.expect(b"PID ")
             m, _ = sb.expect(b"ERR ")
