@@ -721,8 +721,9 @@ size_t fx_cgroup_pids(const char *sandbox_id, int *pids, size_t max)
     return n;
 }
 
-/* /proc/<pid>/stat: state letter and start time (field 22). 0 if gone. */
-static int read_stat(int pid, char *state, unsigned long long *start)
+/* /proc/<pid>/stat: state letter, flags (field 9) and start time (field
+ * 22). 0 if gone. */
+static int read_stat(int pid, char *state, unsigned *flags, unsigned long long *start)
 {
     char path[64], line[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
@@ -735,9 +736,9 @@ static int read_stat(int pid, char *state, unsigned long long *start)
     if (!p)
         return 0;
     /* after ") ": field 3 (state) ... field 22 (starttime) */
-    return sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+    return sscanf(p + 2, "%c %*d %*d %*d %*d %*d %u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
                          "%*d %llu",
-                  state, start) == 2;
+                  state, flags, start) == 3;
 }
 
 size_t fx_sandbox_procs(const char *sandbox_id, fx_proc *procs, size_t max)
@@ -746,7 +747,8 @@ size_t fx_sandbox_procs(const char *sandbox_id, fx_proc *procs, size_t max)
     size_t n = fx_cgroup_pids(sandbox_id, pids, max < 1024 ? max : 1024), k = 0;
     for (size_t i = 0; i < n; i++) {
         char state;
-        if (read_stat(pids[i], &state, &procs[k].start)) {
+        unsigned flags;
+        if (read_stat(pids[i], &state, &flags, &procs[k].start)) {
             procs[k].pid = pids[i];
             k++;
         }
@@ -757,10 +759,15 @@ size_t fx_sandbox_procs(const char *sandbox_id, fx_proc *procs, size_t max)
 fx_pid_state fx_proc_state(const fx_proc *p)
 {
     char state;
+    unsigned flags;
     unsigned long long start;
-    if (!read_stat(p->pid, &state, &start) || start != p->start)
+    if (!read_stat(p->pid, &state, &flags, &start) || start != p->start)
         return FX_PID_GONE;   /* gone, or the pid now names another process */
-    return state == 'Z' || state == 'X' ? FX_PID_ZOMBIE : FX_PID_ALIVE;
+    if (state == 'Z' || state == 'X')
+        return FX_PID_ZOMBIE;
+    /* PF_EXITING (0x4): killed and inside do_exit; a cgroup v1 drops the
+     * task from cgroup.procs here, before it becomes a zombie. */
+    return flags & 0x4 ? FX_PID_EXITING : FX_PID_ALIVE;
 }
 
 static void read_small(const char *path, char *buf, size_t len)

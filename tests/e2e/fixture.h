@@ -110,7 +110,7 @@ typedef struct fx_proc {
     int pid;
     unsigned long long start;
 } fx_proc;
-typedef enum { FX_PID_GONE, FX_PID_ZOMBIE, FX_PID_ALIVE } fx_pid_state;
+typedef enum { FX_PID_GONE, FX_PID_ZOMBIE, FX_PID_EXITING, FX_PID_ALIVE } fx_pid_state;
 size_t fx_sandbox_procs(const char *sandbox_id, fx_proc *procs, size_t max);
 fx_pid_state fx_proc_state(const fx_proc *p);
 /* "cmdline | stat | pids cgroup", for failure messages. */
