@@ -224,6 +224,33 @@ class Escapes(unittest.TestCase):
         self.assertEqual(R["finit"], [-1, "EPERM"], R)
         self.assertEqual(R["bpf"], [-1, "EPERM"], R)
 
+    def test_seccomp_denylist(self):
+        # The rest of issue 3's deny list: each returns -1 EPERM.
+        calls = {"keyctl": "250, 0, 0, 0, 0", "add_key": "248, b'user', b'k', b'v', 1, -3",
+                 "request_key": "249, b'user', b'k', None, 0", "userfaultfd": "323, 0",
+                 "io_uring_setup": "425, 1, None", "perf_event_open": "298, None, 0, -1, -1, 0",
+                 "kexec_load": "246, 0, 0, None, 0", "kexec_file_load": "320, -1, -1, 0, None, 0",
+                 "reboot": "169, 0xfee1dead, 0x28121969, 0x4321fedc, None",
+                 "swapon": "167, b'/tmp/x', 0", "pivot_root": "155, b'/tmp', b'/tmp'",
+                 "process_vm_writev": "311, 1, None, 0, None, 0, 0"}
+        code = "".join('R[%r] = C(libc.syscall(%s))\n' % (k, v) for k, v in calls.items())
+        code += 'R["tiocsti"] = C(libc.ioctl(1, 0x5412, ctypes.c_char_p(b"x")))\n'
+        R = self.probe(code)
+        for k in calls:
+            self.assertEqual(R[k], [-1, "EPERM"], (k, R))
+        self.assertEqual(R["tiocsti"], [-1, "EPERM"], R)
+
+    def test_seccomp_x32_abi_kills(self):
+        # A syscall through the x32 ABI (nr | 0x40000000) must not bypass the
+        # x86_64 rules: the filter kills the process (SIGSYS) — the run ends
+        # with ContextLost and the context restarts.
+        sid = self.fresh()
+        r = self.c.run(sid, 'import ctypes\nkeep = 1\nlibc = ctypes.CDLL(None, use_errno=True)\n'
+                            'rv = libc.syscall(0x40000000 | 272, 0x10000000)\n'
+                            'print("x32 unshare returned", rv, ctypes.get_errno())\n', timeout=10)
+        self.assertNotIn(b"returned", r.stdout, r)
+        self._assert_lost(sid, r, "")
+
     def test_raw_netlink_packet_sockets(self):
         R = self.probe(
             'S = socket\n'
