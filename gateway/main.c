@@ -98,7 +98,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandgate: %s\n", err.msg);
         return 1;
     }
-    grpc_init();
+    rpc_runtime_init();
     grpc_server_credentials *creds = NULL;
     if (G.cfg.tls_cert && !(creds = tls_creds(&err))) {
         fprintf(stderr, "sandgate: %s\n", err.msg);

@@ -183,7 +183,7 @@ int main(int argc, char **argv)
     cleanup_stale();
     if (access(H.contain_lib, R_OK) != 0)
         fprintf(stderr, "sandgate-host: warning: %s: %s\n", H.contain_lib, strerror(errno));
-    grpc_init();
+    rpc_runtime_init();
     sg_err err;
     int port = 0;
     H.srv = rpc_server_create(H.cfg.threads, &err);

@@ -25,6 +25,9 @@
 
 #define RPC_MAX_MESSAGE (16 * 1024 * 1024)
 
+/* grpc_init plus process-wide tuning (runtime.c). Call instead of grpc_init. */
+void rpc_runtime_init(void);
+
 /* A completion-queue tag: the loop calls fn(arg, ok). */
 typedef struct rpc_tag {
     void (*fn)(void *arg, int ok);

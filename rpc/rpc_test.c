@@ -144,7 +144,7 @@ static rpc_server *start(int *port, int is_proxy)
 
 static int setup(void **state)
 {
-    grpc_init();
+    rpc_runtime_init();
     backend = start(&backend_port, 0);
     char target[64];
     snprintf(target, sizeof target, "ipv4:127.0.0.1:%d", backend_port);

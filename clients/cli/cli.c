@@ -57,7 +57,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandgate-cli: no API key (--key or SANDGATE_API_KEY)\n");
         return 2;
     }
-    grpc_init();
+    rpc_runtime_init();
     cli_connect(&conn);
     int rc = cli_dispatch(&conn, argc - i, argv + i);
     if (rc == 2)
