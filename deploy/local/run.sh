@@ -13,6 +13,8 @@
 #   SANDGATE_HOST_NAME host name, part of sandbox ids and cgroup names
 #                      (default: "local" with the default run dir, else a random
 #                      one, so parallel test runs never touch each other's sandboxes)
+#   SANDGATE_GATEWAY_TLS_DIR  mTLS on the gateway's listener: a dir with server.crt,
+#                      server.key and client_ca.crt (PEM), added as the config's tls: block
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -63,6 +65,11 @@ hosts:
   - name: $host_name
     address: "127.0.0.1:$(cat "$run/host.port")"
 YAML
+  if [ -n "${SANDGATE_GATEWAY_TLS_DIR:-}" ]; then
+    tls=$(realpath "$SANDGATE_GATEWAY_TLS_DIR")
+    printf 'tls:\n  cert: "%s"\n  key: "%s"\n  client_ca: "%s"\n' \
+      "$tls/server.crt" "$tls/server.key" "$tls/client_ca.crt" >>"$run/gateway.yaml"
+  fi
   "$build/bin/sandgate" --config "$run/gateway.yaml" --listen "127.0.0.1:$gw_port" \
       --port-file "$run/gateway.port" \
       >"$run/gateway.log" 2>&1 &

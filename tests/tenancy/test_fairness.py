@@ -48,6 +48,7 @@ S = {}
 
 def noise_main(tmp, addr, sids, seconds):
     """Child process: NOISE_THREADS threads of RunCode for the noisy tenant."""
+    sg.stubs(tmp)   # once, before the threads
     counts = {}
     lock = threading.Lock()
     end = time.monotonic() + seconds
