@@ -14,8 +14,8 @@
 # Daemons and clients join the namespace with `nsenter --net` (net only),
 # not `ip netns exec`: the latter also remounts /sys, which hides
 # /sys/fs/cgroup and would run the host without cgroup limits. They also run
-# in a private mount namespace where /sys/fs/cgroup/<ctrl>/sandgate is a bind
-# of a cgroup of this run's own (see "private cgroup parent" below).
+# in a private mount namespace (optionally with a private cgroup parent,
+# see below).
 #
 # The host gets a private copy of deploy/local/host.yaml with its own
 # runtime_dir and uid_base (SG_SEC_UID_BASE, default 300000) so the uid and
@@ -89,17 +89,20 @@ if [ -n "$(ip -n "$ns" -4 route show)" ]; then
 fi
 echo "netns $ns: links [${links% }], no default route, only loopback routes"
 
-# ---- private cgroup parent ----
-# Every sandgate-host removes all of /sys/fs/cgroup/*/sandgate/* at start
-# ("stale sandboxes"), so with other hosts on this machine (other engineers,
-# other tests) sandboxes would kill each other. The daemons run in a private
-# mount namespace where each controller's sandgate/ is a bind of a cgroup of
-# our own, /sys/fs/cgroup/<ctrl>/sgsec-$$: the host sees the production
-# paths; the real groups nest one level deeper and no other host sees them.
+# ---- private cgroup parent (optional, SG_SEC_PRIVATE_CGROUP=1) ----
+# Before 2da09ce every sandgate-host removed all of /sys/fs/cgroup/*/sandgate/*
+# at start, so hosts on one machine killed each other's sandboxes. With
+# SG_SEC_PRIVATE_CGROUP=1 the daemons run in a private mount namespace where
+# each controller's sandgate/ is a bind of a cgroup of our own,
+# /sys/fs/cgroup/<ctrl>/sgsec-$$. Off by default: hosts now clean up only
+# cgroups of their own name, and the warm-pool create path (94476eb) fails
+# under the bind with ENOENT from sgc_unshare_pid1.
 cg=/sys/fs/cgroup
 cgname=sgsec-$$
 cgdirs=()
-if [ -f $cg/cgroup.controllers ]; then
+if [ "${SG_SEC_PRIVATE_CGROUP:-0}" = 0 ]; then
+  :   # share the machine's sandgate/ parent (hosts with per-name stale cleanup)
+elif [ -f $cg/cgroup.controllers ]; then
   cgdirs=("$cg/$cgname:$cg/sandgate")
 else
   for c in memory pids cpu freezer; do
@@ -107,7 +110,7 @@ else
   done
 fi
 for p in "${cgdirs[@]}"; do mkdir -p "${p%%:*}" "${p##*:}"; done
-if [ -f $cg/cgroup.controllers ]; then
+if [ ${#cgdirs[@]} -gt 0 ] && [ -f $cg/cgroup.controllers ]; then
   # v2: the controllers the host wants must be enabled in our group.
   echo "+memory +pids +cpu" >"$cg/$cgname/cgroup.subtree_control" 2>/dev/null || true
 fi
@@ -142,6 +145,7 @@ innet unshare -m --propagation private bash -c '
   done
   exec env SANDGATE_ADDR="127.0.0.1:$(cat "$run/gateway.port")" \
       SG_SEC_RUN_DIR="$run" SG_SEC_NETNS="$SG_SEC_NS" \
+      SG_SEC_HOST_NAME="$(cat "$run/host.name" 2>/dev/null || echo local)" \
       SG_SEC_HOST_PID="$(cat "$run/host.pid")" SG_SEC_GATEWAY_PID="$(cat "$run/gateway.pid")" \
       SG_SEC_HOST_SECRET="$SG_SEC_MARKER" PYTHONDONTWRITEBYTECODE=1 \
       /usr/bin/python3 -u "$SG_SEC_TEST" "$@"

@@ -33,6 +33,7 @@ class TeardownLeak(unittest.TestCase):
     def setUp(self):
         self.host_pid = int(os.environ["SG_SEC_HOST_PID"])
         self.uid_base = int(os.environ["SG_SEC_UID_BASE"])
+        self.prefix = os.environ.get("SG_SEC_HOST_NAME", "") + "-"
 
     def zygotes(self):
         return [p[0] for p in sgsec.children(self.host_pid) if p[4].startswith("python")]
@@ -46,8 +47,10 @@ class TeardownLeak(unittest.TestCase):
         for c in [""] + sorted(os.listdir(root)):
             d = os.path.join(root, c, "sandgate")
             if os.path.isdir(d):
+                # Only this host's: sandbox ids (and cgroup names) start
+                # with the host's name; other hosts may run on this machine.
                 left += [os.path.join(d, e) for e in os.listdir(d)
-                         if os.path.isdir(os.path.join(d, e))]
+                         if os.path.isdir(os.path.join(d, e)) and e.startswith(self.prefix)]
         return left
 
     def cycle_worker(self, n, stats, errors, deadline):
