@@ -254,6 +254,12 @@ static void conn_close(conn *c)
     c->dead = 1;
     egress_sandbox *sb = c->sb;
     egress_proxy *p = sb->p;
+    if (c->cap_hit) {
+        size_t n = strlen(c->dec.reason);
+        snprintf(c->dec.reason + n, sizeof c->dec.reason - n,
+                 "; closed: the sandbox reached its egress byte cap of %llu bytes",
+                 (unsigned long long)sb->cap);
+    }
     audit(c);
     if (c->job) {
         c->job->c = NULL;
@@ -912,13 +918,8 @@ static void *proxy_main(void *arg)
                     if (!c->dead && (ev & EPOLLHUP) && !(ev & EPOLLIN))
                         conn_close(c);
                 }
-                if (!c->dead && c->cap_hit) {
-                    snprintf(c->dec.reason + strlen(c->dec.reason),
-                             sizeof c->dec.reason - strlen(c->dec.reason),
-                             "; closed: the sandbox reached its egress byte cap of %llu bytes",
-                             (unsigned long long)c->sb->cap);
+                if (!c->dead && c->cap_hit)
                     conn_close(c);
-                }
                 relay_check(c);
                 if (!c->dead)
                     update(c);
