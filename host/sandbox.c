@@ -412,7 +412,10 @@ static int pool_eligible(const Sandgate__V1__HostCreateRequest *req)
            want.tmp_bytes == pooled.tmp_bytes;
 }
 
-/* The oldest ready pool sandbox, else the oldest still starting. */
+/* The oldest ready pool sandbox, else none (a fresh create). Never one still
+ * starting: activate() renames its cgroups at once, and a sandbox that has not
+ * yet said POOLED may still be joining them by the old name (sgc_unshare_pid1
+ * then fails with ENOENT and the create with INTERNAL). */
 static host_sandbox *pool_take(host_template *t)
 {
     host_sandbox *pick = NULL;
@@ -421,15 +424,56 @@ static host_sandbox *pool_take(host_template *t)
             pick = p;
             break;
         }
-    if (!pick)
-        pick = t->pool;
     if (pick)
         pool_unlink(pick);
     return pick;
 }
 
+/* The sandbox's cgroups take its id (v1 rename; v2 keeps the pool name)
+ * and the request's limits. Only once it is POOLED: before that its
+ * process may not have joined the groups under their pool name yet. */
+static int bind_cgroups(host_sandbox *sb, char *eb, size_t ebl)
+{
+    host_template *t = host_template_find(sb->template_name);
+    if (!t || !t->cfg->contain)
+        return 0;
+    if (strcmp(sb->cgroup, sb->id) != 0 &&
+        sgc_cgroup_rename(H.cfg.cgroup_root, sb->cgroup, sb->id, eb, ebl) == 0)
+        snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
+    Sandgate__V1__Limits made;   /* what a pool sandbox is made with */
+    sandgate__v1__limits__init(&made);
+    default_limits(&made);
+    if (made.memory_bytes == sb->limits.memory_bytes && made.pids == sb->limits.pids &&
+        made.cpu_millis == sb->limits.cpu_millis)
+        return 0;
+    sgc_cgroup_limits lim = {.memory_bytes = sb->limits.memory_bytes,
+                             .pids = sb->limits.pids,
+                             .cpu_millis = sb->limits.cpu_millis};
+    return sgc_cgroup_set_limits(H.cfg.cgroup_root, sb->cgroup, &lim, eb, ebl);
+}
+
+/* Cgroups, then ACTIVATE (the env, secrets included). */
+static int pool_log(void)
+{
+    static int v = -1;
+    if (v < 0)
+        v = getenv("SANDGATE_POOL_LOG") != NULL;
+    return v;
+}
+
 static int send_activation(host_sandbox *sb)
 {
+    char eb[512] = "";
+    int64_t t0 = host_now_us();
+    int brc = bind_cgroups(sb, eb, sizeof eb);
+    if (pool_log())
+        fprintf(stderr, "sandgate-host: pool: %s cgroups bound in %.2f ms\n", sb->id,
+                (host_now_us() - t0) / 1000.0);
+    if (brc != 0) {
+        fprintf(stderr, "sandgate-host: sandbox %s: cgroup limits: %s\n", sb->id, eb);
+        wipe_activation(sb);
+        return -1;
+    }
     size_t n = strlen(sb->activate_json);
     char *msg = malloc(n + 10);
     memcpy(msg, "ACTIVATE ", 9);
@@ -446,39 +490,14 @@ static int send_activation(host_sandbox *sb)
 static int activate(host_sandbox *sb, host_template *t, const Sandgate__V1__HostCreateRequest *req,
                     rpc_call *call, sg_err *err)
 {
-    char old_cg[sizeof sb->cgroup];
-    snprintf(old_cg, sizeof old_cg, "%s", sb->cgroup);
-    static int log_pool = -1;
-    if (log_pool < 0)
-        log_pool = getenv("SANDGATE_POOL_LOG") != NULL;
-    if (log_pool)
-        fprintf(stderr, "sandgate-host: pool: %s -> %s (%s)\n", old_cg,
+    if (pool_log())
+        fprintf(stderr, "sandgate-host: pool: %s -> %s (%s)\n", sb->id,
                 req->sandbox_id[0] ? req->sandbox_id : "new id", sb->pool_ready ? "ready" : "starting");
-    Sandgate__V1__Limits had = sb->limits;
     sandbox_assign(sb, req);
     sb->next = H.sandboxes;
     H.sandboxes = sb;
     H.n_sandboxes++;
     sb->create_call = rpc_call_ref(call);
-    char eb[512] = "";
-    if (t->cfg->contain) {
-        if (strcmp(old_cg, sb->id) != 0 &&
-            sgc_cgroup_rename(H.cfg.cgroup_root, old_cg, sb->id, eb, sizeof eb) == 0)
-            snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
-        /* else (v2) the sandbox keeps its pool cgroup name */
-        if (had.memory_bytes != sb->limits.memory_bytes || had.pids != sb->limits.pids ||
-            had.cpu_millis != sb->limits.cpu_millis) {
-            sgc_cgroup_limits lim = {.memory_bytes = sb->limits.memory_bytes,
-                                     .pids = sb->limits.pids,
-                                     .cpu_millis = sb->limits.cpu_millis};
-            if (sgc_cgroup_set_limits(H.cfg.cgroup_root, sb->cgroup, &lim, eb, sizeof eb) != 0) {
-                rpc_call_unref(sb->create_call);
-                sb->create_call = NULL;
-                host_sandbox_kill(sb, NULL);
-                return sg_err_set(err, SG_EINTERNAL, "cgroup limits for %s: %s", sb->id, eb);
-            }
-        }
-    }
     char *env = build_env(req);
     size_t n = strlen(env);
     sb->activate_json = malloc(n + 64);
@@ -661,6 +680,9 @@ static void on_ready_ctx(host_sandbox *sb, const char *id, int *fds, int nfds)
     host_ctx_attach(c, fds[0], fds[1], fds[2]);
     if (sb->state == SB_CREATING && strcmp(id, "default") == 0) {
         sb->state = SB_RUNNING;
+        if (pool_log())
+            fprintf(stderr, "sandgate-host: pool: %s running %.2f ms after the request\n", sb->id,
+                    (host_now_us() - (sb->create_deadline_us - CREATE_TIMEOUT_US)) / 1000.0);
         if (sb->create_call) {
             reply_created(sb, 0, sb->create_call);
             rpc_call_unref(sb->create_call);

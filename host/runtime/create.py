@@ -136,6 +136,12 @@ def _pooled(sock, sup):
     payload = sup.wait_activate()
     try:
         env, workdir = parse_activate(payload)
+    except BaseException as e:
+        _fail(sock, e)
+    # The held context first: it applies the same JSON on the other CPU
+    # while we apply it here.
+    sup.activate_held(payload)
+    try:
         os.environ.clear()
         os.environ.update(env)
         os.chdir(workdir)
@@ -143,4 +149,4 @@ def _pooled(sock, sup):
     except BaseException as e:
         _fail(sock, e)
     frames.send_message(sock, "READY")
-    sup.release_held(payload)
+    sup.release_held()

@@ -119,19 +119,11 @@ class Supervisor:
             if data.startswith(b"ACTIVATE "):
                 return data[9:]
 
-    def release_held(self, payload):
-        """Hand the held default context its activation ('a'.. then 'A'
-        frames: the ACTIVATE JSON), then its fds to the host. The frames go
-        first on the same socket, so the context applies them before any
-        code the host sends."""
+    def activate_held(self, payload):
+        """Send the held default context its activation: 'a'.. then 'A'
+        frames carrying the ACTIVATE JSON. They go first on the socket the
+        host will get, so the context applies them before any code."""
         ctx_id, fds = self._held
-        self._held = None
-        self._reap()
-        if ctx_id not in self._ctx:  # it died while pooled: start afresh
-            for fd in fds:
-                os.close(fd)
-            self.create_context(ctx_id)
-            return
         host_end = socket.socket(fileno=os.dup(fds[0]))
         try:
             step = frames.PAYLOAD_MAX
@@ -141,9 +133,20 @@ class Supervisor:
                 frames.send_frame(host_end, "a", c)
             frames.send_frame(host_end, "A", chunks[-1])
         except frames.PeerGone:
-            pass  # the context died just now: the host sees its EOF
+            pass  # it died: release_held starts a new one
         finally:
             host_end.close()
+
+    def release_held(self):
+        """Hand the held default context's fds to the host (CTX default)."""
+        ctx_id, fds = self._held
+        self._held = None
+        self._reap()
+        if ctx_id not in self._ctx:  # it died while pooled: start afresh
+            for fd in fds:
+                os.close(fd)
+            self.create_context(ctx_id)
+            return
         self._send("CTX %s" % ctx_id, fds)
         for fd in fds:
             os.close(fd)
