@@ -1087,6 +1087,10 @@ int egress_sandbox_create(egress_proxy *p, const char *sandbox_id, const char *s
 {
     *out = NULL;
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    if (!sock_path || !sandbox_id) {
+        egress_rules_destroy(rules);
+        return sg_err_set(err, SG_EINVAL, "egress: no socket path or sandbox id");
+    }
     if (strlen(sock_path) >= sizeof sun.sun_path) {
         egress_rules_destroy(rules);
         return sg_err_set(err, SG_EINVAL, "egress: socket path too long: %s", sock_path);

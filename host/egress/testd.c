@@ -33,6 +33,7 @@ int main(int argc, char **argv)
     egress_rule rules[64];
     uint32_t ports[64][16];
     size_t n = 0;
+    char *owned[64];   /* the split --rule strings */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -46,7 +47,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--id")) id = v;
         else if (!strcmp(a, "--cap")) cap = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--rule") && n < 64) {
-            char *s = strdup(v), *save = NULL;
+            char *s = owned[n] = strdup(v), *save = NULL;
             char *rid = strtok_r(s, ",", &save), *kind = strtok_r(NULL, ",", &save);
             char *val = strtok_r(NULL, ",", &save), *ps = strtok_r(NULL, ",", &save);
             if (!rid || !kind || !val || !ps) {
@@ -110,5 +111,7 @@ int main(int argc, char **argv)
            (unsigned long long)c.allowed, (unsigned long long)c.denied, (unsigned long long)c.open);
     if (audit_f)
         fclose(audit_f);
+    for (size_t i = 0; i < n; i++)
+        free(owned[i]);
     return access(sock, F_OK) == 0;   /* destroy must remove the socket */
 }
