@@ -37,6 +37,7 @@ cgdirs=()
 cleanup() {
   local rc=$?
   set +e
+  trap '' PIPE   # a closed stdout (| head) must not cut the cleanup short
   if [ "$started" = 1 ]; then
     nsenter --net=/run/netns/$ns env SANDGATE_RUN_DIR="$run" "$repo/deploy/local/run.sh" stop >/dev/null
   fi
@@ -144,7 +145,7 @@ innet unshare -m --propagation private bash -c '
     [ "$got" = "$nsino" ] || { echo "ABORT: $d (pid $pid) is not in netns $SG_SEC_NS" >&2; exit 1; }
   done
   exec env SANDGATE_ADDR="127.0.0.1:$(cat "$run/gateway.port")" \
-      SG_SEC_RUN_DIR="$run" SG_SEC_NETNS="$SG_SEC_NS" \
+      SG_SEC_RUN_DIR="$run" SG_SEC_NETNS="$SG_SEC_NS" SG_SEC_TMP="$SG_SEC_TMP" \
       SG_SEC_HOST_NAME="$(cat "$run/host.name" 2>/dev/null || echo local)" \
       SG_SEC_HOST_PID="$(cat "$run/host.pid")" SG_SEC_GATEWAY_PID="$(cat "$run/gateway.pid")" \
       SG_SEC_HOST_SECRET="$SG_SEC_MARKER" PYTHONDONTWRITEBYTECODE=1 \

@@ -30,7 +30,12 @@ def stubs():
     global _pb, _grpc_mod
     if _pb is not None:
         return _pb, _grpc_mod
-    out = tempfile.mkdtemp(prefix="sg-sec-stubs.")
+    # Under the harness's temp dir (removed by its trap) when there is one.
+    out = tempfile.mkdtemp(prefix="sg-sec-stubs.", dir=os.environ.get("SG_SEC_TMP"))
+    if not os.environ.get("SG_SEC_TMP"):
+        import atexit
+        import shutil
+        atexit.register(shutil.rmtree, out, True)
     proto_root = os.path.join(REPO, "proto")
     src = os.path.join(proto_root, "sandgate", "v1", "sandgate.proto")
     subprocess.run(["protoc", "-I", proto_root, "--python_out", out, src], check=True)
@@ -174,6 +179,19 @@ def procs():
 
 def pids_with_uid(uid):
     return [p for p in procs() if p[1] == uid]
+
+
+def proc_cgroup(pid, controller="pids"):
+    """pid's cgroup path in `controller` (v1) or the unified one (v2), or ""."""
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            for line in f:
+                _, ctrls, path = line.rstrip("\n").split(":", 2)
+                if controller in ctrls.split(",") or (ctrls == "" and line.startswith("0::")):
+                    return path
+    except OSError:
+        pass
+    return ""
 
 
 def cgroup_dirs(sid):
