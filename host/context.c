@@ -5,6 +5,7 @@
  * memory, os._exit, a broken control channel): the run is told, the context
  * restarts empty. */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,6 +344,11 @@ void host_ctx_exited(host_ctx *c, int code, int sig)
                      "was killed; the context was restarted and its state was lost",
                      (unsigned long long)(c->sb->limits.memory_bytes >> 20));
             end_run_lost(c, "MemoryError", why);
+        } else if (sig == SIGSYS) {
+            /* The channel may have broken first; the signal says why. */
+            end_run_lost(c, "ContextLost",
+                         "the code made a system call the sandbox forbids (seccomp) and was "
+                         "killed; the context was restarted and its state was lost");
         } else if (c->state == CTX_KILLING && c->lost_reason[0]) {
             end_run_lost(c, c->run->act.timed_out ? "TimeoutError" : "ContextLost", c->lost_reason);
         } else {
