@@ -344,7 +344,7 @@ static int launch(host_sandbox *sb, host_template *t, const char *env, int poole
 
 /* ---- warm pool ----
  *
- * Per template, SANDGATE_POOL_SIZE (default 2; 0 = off) sandboxes are
+ * Per template, SANDGATE_POOL_SIZE (default 4; 0 = off) sandboxes are
  * created ahead of any request: cgroups with default limits, a uid slot, the
  * zygote's fork fully contained (namespaces, pivot_root, uid, caps,
  * seccomp) and its default context forked, but no owner, no env and no
@@ -358,14 +358,27 @@ static int launch(host_sandbox *sb, host_template *t, const char *env, int poole
  * Workspace, /tmp and file-size limits are fixed when the sandbox is
  * made: a request asking for other values skips the pool. */
 
-#define POOL_STARTING_MAX 1   /* refills in flight per template */
+/* Refills in flight per template (SANDGATE_POOL_REFILL, default 1): each is
+ * a fork of the zygote and a full containment, so more than the CPUs can
+ * run only slows the creates that are waiting. */
+static int pool_refill_max(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SANDGATE_POOL_REFILL");
+        v = e && *e ? atoi(e) : 1;
+        if (v < 1)
+            v = 1;
+    }
+    return v;
+}
 
 static int pool_target(void)
 {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("SANDGATE_POOL_SIZE");
-        v = e && *e ? atoi(e) : 2;
+        v = e && *e ? atoi(e) : 4;
         if (v < 0)
             v = 0;
         if (v > 64)
@@ -573,8 +586,11 @@ static void pool_tick(int64_t now_us)
         }
         if (H.stopping || t->sock.fd < 0 || !t->zygote_ready)
             continue;
-        if (have < pool_target() && starting < POOL_STARTING_MAX)
+        while (have < pool_target() && starting < pool_refill_max()) {
             pool_start(t);
+            have++;
+            starting++;
+        }
     }
 }
 
