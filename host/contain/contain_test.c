@@ -142,6 +142,20 @@ static void run_a(const char *spec, int wfd, void (*inside)(int))
     _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 }
 
+/* 1: start sandboxes as the runtime does (one fork: sgc_pidns_next, fork,
+ * sgc_pidns_reset; the child sgc_unshare_pid1 then sgc_enter). */
+static int g_one_fork;
+
+static void run_pid1(const char *spec, int wfd, void (*inside)(int))
+{
+    char err[512];
+    if (sgc_unshare_pid1(spec, err, sizeof err) != 0) {
+        report(wfd, "ERR", 0, "sgc_unshare_pid1: %s", err);
+        _exit(1);
+    }
+    run_b(spec, wfd, inside);
+}
+
 static void sandbox_start(sandbox *sb, const sgc_cgroup_limits *lim, const char *extra,
                           void (*inside)(int))
 {
@@ -153,12 +167,18 @@ static void sandbox_start(sandbox *sb, const sgc_cgroup_limits *lim, const char 
     int p[2];
     assert_int_equal(pipe2(p, O_CLOEXEC), 0);
     spec_for(sb, p[1], extra, spec, sizeof spec);
+    if (g_one_fork && sgc_pidns_next(err, sizeof err) != 0)
+        fail_msg("sgc_pidns_next: %s", err);
     sb->a = fork();
     assert_true(sb->a >= 0);
     if (sb->a == 0) {
         close(p[0]);
+        if (g_one_fork)
+            run_pid1(spec, p[1], inside);
         run_a(spec, p[1], inside);
     }
+    if (g_one_fork && sgc_pidns_reset(err, sizeof err) != 0)
+        fail_msg("sgc_pidns_reset: %s", err);
     close(p[1]);
     sb->rfd = p[0];
 }
@@ -561,6 +581,27 @@ static void test_identity(void **state)
     run_case(&k_lim, NULL, inside_identity, names);
 }
 
+static void test_fs(void **state);
+static void test_denied(void **state);
+static void test_net(void **state);
+
+/* The runtime's path: one fork into a new pid namespace; the same
+ * identity, fs, seccomp and net checks hold, and the test process's own
+ * children go back to its pid namespace afterwards. */
+static void test_one_fork(void **state)
+{
+    char a[64] = "", b[64] = "";
+    g_one_fork = 1;
+    test_identity(state);
+    test_fs(state);
+    test_denied(state);
+    test_net(state);
+    g_one_fork = 0;
+    assert_true(readlink("/proc/self/ns/pid", a, sizeof a - 1) > 0);
+    assert_true(readlink("/proc/self/ns/pid_for_children", b, sizeof b - 1) > 0);
+    assert_string_equal(a, b);
+}
+
 static void test_fs(void **state)
 {
     static const char *const names[] = {"no_shadow", "passwd", "usr_ro", "root_ro", "no_work_dir",
@@ -747,6 +788,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spec_errors),  cmocka_unit_test(test_detect),
         cmocka_unit_test(test_identity),     cmocka_unit_test(test_fs),
+        cmocka_unit_test(test_one_fork),
         cmocka_unit_test(test_denied),       cmocka_unit_test(test_net),
         cmocka_unit_test(test_exec),         cmocka_unit_test(test_cgroup_limits),
         cmocka_unit_test(test_oom),          cmocka_unit_test(test_kill_sandbox),
