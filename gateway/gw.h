@@ -11,6 +11,8 @@
 #include "rpc/rpc.h"
 #include "tenancy/tenancy.h"
 
+#define GW_MAX_HOSTS 64
+
 typedef struct gw_host {
     char *name;                 /* borrowed from the config */
     char *address;

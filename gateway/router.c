@@ -10,6 +10,9 @@
 int gw_hosts_connect(sg_err *err)
 {
     G.n_hosts = G.cfg.n_hosts;
+    if (G.n_hosts > GW_MAX_HOSTS)
+        return sg_err_set(err, SG_EINVAL, "%zu hosts configured; the gateway supports %d",
+                          G.n_hosts, GW_MAX_HOSTS);
     G.hosts = calloc(G.n_hosts, sizeof *G.hosts);
     for (size_t i = 0; i < G.n_hosts; i++) {
         G.hosts[i].name = G.cfg.hosts[i].name;

@@ -151,23 +151,22 @@ static void add_egress(gw_req *r, const Sandgate__V1__CreateSandboxRequest *req,
 /* Live sandboxes of the tenant and of this user, across every host; the
  * one this create would return (same task, or same user when per_user) does
  * not count, so a retry is never refused by the quota. */
-static void count_live(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
-                       uint32_t *tenant, uint32_t *user)
+static void count_live(gw_req *r, Sandgate__V1__HostListResponse *part, uint32_t *tenant,
+                       uint32_t *user)
 {
     const Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
     int per_user = policy_tenant_scope(r->pol, r->id.tenant) == POLICY_SCOPE_PER_USER;
     *tenant = *user = 0;
-    for (size_t i = 0; i < n_parts; i++)
-        for (size_t k = 0; parts[i] && k < parts[i]->n_sandboxes; k++) {
-            const Sandgate__V1__Owner *o = parts[i]->sandboxes[k]->owner;
-            if (!o)
-                continue;
-            int same_user = strcmp(o->user_id, r->id.user) == 0;
-            if (same_user && (per_user || strcmp(o->task_id, req->task_id) == 0))
-                continue;
-            (*tenant)++;
-            *user += same_user;
-        }
+    for (size_t k = 0; part && k < part->n_sandboxes; k++) {
+        const Sandgate__V1__Owner *o = part->sandboxes[k]->owner;
+        if (!o)
+            continue;
+        int same_user = strcmp(o->user_id, r->id.user) == 0;
+        if (same_user && (per_user || strcmp(o->task_id, req->task_id) == 0))
+            continue;
+        (*tenant)++;
+        *user += same_user;
+    }
 }
 
 static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
@@ -175,8 +174,14 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
 {
     Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
     sg_err e;
-    uint32_t live_tenant, live_user;
-    count_live(r, parts, n_parts, &live_tenant, &live_user);
+    /* per host, so the chosen host can add the others' to its own count */
+    uint32_t live_tenant = 0, live_user = 0, host_tenant[GW_MAX_HOSTS] = {0},
+             host_user[GW_MAX_HOSTS] = {0};
+    for (size_t i = 0; i < n_parts && i < GW_MAX_HOSTS; i++) {
+        count_live(r, parts[i], &host_tenant[i], &host_user[i]);
+        live_tenant += host_tenant[i];
+        live_user += host_user[i];
+    }
     if (failed)
         fprintf(stderr, "sandgate: create: a host did not answer the quota count; "
                         "counting the others\n");
@@ -221,6 +226,14 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
     p->hreq.limits = &p->limits;
     p->hreq.sandbox_id = p->id;
     p->hreq.dedupe_key = p->dedupe;
+    size_t hi = (size_t)(r->host - G.hosts);
+    policy_limits tl;
+    if (policy_tenant_limits(r->pol, r->id.tenant, &tl) == 0) {
+        p->hreq.max_sandboxes_tenant = tl.max_sandboxes_tenant;
+        p->hreq.max_sandboxes_user = tl.max_sandboxes_user;
+    }
+    p->hreq.live_elsewhere_tenant = live_tenant - host_tenant[hi];
+    p->hreq.live_elsewhere_user = live_user - host_user[hi];
     p->hreq.egress_byte_cap = lim.egress_bytes;
     gw_req_forward(r, "/sandgate.v1.Host/CreateSandbox", &p->hreq.base, to_public_sandbox, 60);
     wipe_parts(p);

@@ -105,6 +105,8 @@ struct host_sandbox {
     host_ctx *contexts;
     host_exec *execs;
     rpc_call *create_call;           /* owned ref until the create is answered */
+    rpc_call **create_waiters;       /* owned refs: racing creates of the same task */
+    size_t n_create_waiters;
     rpc_call **kill_calls;           /* owned refs, answered when the cgroup is empty */
     size_t n_kill_calls;
     int64_t create_deadline_us;
@@ -144,6 +146,7 @@ typedef struct host_state {
     int epfd;
     rpc_server *srv;
     volatile int stopping;
+    int draining;                    /* shutting down: no pool refills */
 } host_state;
 
 extern host_state H;
@@ -166,7 +169,26 @@ host_template *host_template_find(const char *name);
 int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, const char *env_json,
                        int pooled, int child_fd, sg_err *err);
 
-/* sandbox.c */
+/* sandbox.c — also the pieces pool.c builds on */
+void host_limits_default(Sandgate__V1__Limits *l);
+int host_slot_alloc(uint32_t *slot);
+host_sandbox *host_sandbox_alloc(const char *template_name, uint32_t slot);
+void host_sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest *req);
+char *host_sandbox_env(const Sandgate__V1__HostCreateRequest *req);   /* JSON; wipe after use */
+int host_sandbox_launch(host_sandbox *sb, host_template *t, const char *env, int pooled, sg_err *err);
+void host_sandbox_fail_create(host_sandbox *sb, int code, const char *msg);
+
+/* pool.c */
+host_sandbox *host_pool_take(host_template *t, const Sandgate__V1__HostCreateRequest *req);
+int host_pool_activate(host_sandbox *sb, host_template *t,
+                       const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err);
+int host_pool_send_activation(host_sandbox *sb);
+void host_pool_unlink(host_sandbox *sb);
+void host_pool_wipe_activation(host_sandbox *sb);
+void host_pool_tick(int64_t now_us);
+void host_pool_drain(void);
+int host_pool_log(void);
+
 host_sandbox *host_sandbox_find(const char *id);
 int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err);
 void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to);

@@ -125,6 +125,8 @@ static void cleanup_stale(void)
 static void kill_all(void)
 {
     pthread_mutex_lock(&H.mu);
+    H.draining = 1;
+    host_pool_drain();
     while (H.sandboxes)
         host_sandbox_kill(H.sandboxes, NULL);
     pthread_mutex_unlock(&H.mu);

@@ -80,24 +80,72 @@ static void reply_created(host_sandbox *sb, int reused, rpc_call *call)
     rpc_call_reply(call, &out.base);
 }
 
-static void pool_unlink(host_sandbox *sb);
-static void wipe_activation(host_sandbox *sb);
 
-static void fail_create(host_sandbox *sb, int code, const char *msg)
+/* Answer the create and every racing create of the same task: with the
+ * sandbox (e == NULL) or the error. */
+static void answer_creates(host_sandbox *sb, const sg_err *e)
 {
-    pool_unlink(sb);
-    wipe_activation(sb);
     if (sb->create_call) {
-        sg_err e;
-        sg_err_set(&e, code, "sandbox %s: %s", sb->id, msg);
-        rpc_call_fail(sb->create_call, &e);
+        if (e)
+            rpc_call_fail(sb->create_call, e);
+        else
+            reply_created(sb, 0, sb->create_call);
         rpc_call_unref(sb->create_call);
         sb->create_call = NULL;
     }
+    for (size_t i = 0; i < sb->n_create_waiters; i++) {
+        if (e)
+            rpc_call_fail(sb->create_waiters[i], e);
+        else
+            reply_created(sb, 1, sb->create_waiters[i]);
+        rpc_call_unref(sb->create_waiters[i]);
+    }
+    free(sb->create_waiters);
+    sb->create_waiters = NULL;
+    sb->n_create_waiters = 0;
+}
+
+void host_sandbox_fail_create(host_sandbox *sb, int code, const char *msg)
+{
+    host_pool_unlink(sb);
+    host_pool_wipe_activation(sb);
+    sg_err e;
+    sg_err_set(&e, code, "sandbox %s: %s", sb->id, msg);
+    answer_creates(sb, &e);
     host_sandbox_kill(sb, NULL);
 }
 
-static int alloc_slot(uint32_t *slot)
+/* Live sandboxes here of the tenant / of the user (pool ones have no owner). */
+static void count_owned(const char *tenant, const char *user, uint32_t *nt, uint32_t *nu)
+{
+    *nt = *nu = 0;
+    for (host_sandbox *s = H.sandboxes; s; s = s->next) {
+        if (s->state == SB_KILLING || strcmp(s->tenant, tenant) != 0)
+            continue;
+        (*nt)++;
+        *nu += strcmp(s->user, user) == 0;
+    }
+}
+
+/* The quota check that holds across racing creates: under H.mu, with the
+ * gateway's count of the tenant's sandboxes on other hosts added. */
+static int check_quota(const Sandgate__V1__HostCreateRequest *req, sg_err *err)
+{
+    uint32_t nt, nu;
+    count_owned(req->owner->tenant_id, req->owner->user_id, &nt, &nu);
+    nt += req->live_elsewhere_tenant;
+    nu += req->live_elsewhere_user;
+    if (req->max_sandboxes_tenant && nt >= req->max_sandboxes_tenant)
+        return sg_err_set(err, SG_EQUOTA, "quota: tenant %s has %u live sandboxes, the limit is %u",
+                          req->owner->tenant_id, nt, req->max_sandboxes_tenant);
+    if (req->max_sandboxes_user && nu >= req->max_sandboxes_user)
+        return sg_err_set(err, SG_EQUOTA,
+                          "quota: user %s of tenant %s has %u live sandboxes, the limit is %u",
+                          req->owner->user_id, req->owner->tenant_id, nu, req->max_sandboxes_user);
+    return 0;
+}
+
+int host_slot_alloc(uint32_t *slot)
 {
     for (uint32_t i = 0; i < H.cfg.max_sandboxes; i++)
         if (!H.slots[i]) {
@@ -176,7 +224,7 @@ static void json_kv(char **buf, size_t *len, size_t *cap, int *first, const char
 
 /* The sandbox's whole environment: a fixed base, the request's env, the
  * granted secrets. Nothing from the daemon. */
-static char *build_env(const Sandgate__V1__HostCreateRequest *req)
+char *host_sandbox_env(const Sandgate__V1__HostCreateRequest *req)
 {
     size_t cap = 1024, len = 0;
     char *buf = malloc(cap);
@@ -247,7 +295,7 @@ static void random_id(char *out, size_t n)
         k += snprintf(out + k, n - (size_t)k, "%02x", b[i]);
 }
 
-static void default_limits(Sandgate__V1__Limits *l)
+void host_limits_default(Sandgate__V1__Limits *l)
 {
     if (!l->memory_bytes) l->memory_bytes = 512ull << 20;
     if (!l->pids) l->pids = 128;
@@ -258,14 +306,14 @@ static void default_limits(Sandgate__V1__Limits *l)
 }
 
 /* A sandbox with a fresh random id, default limits, no owner yet. */
-static host_sandbox *sandbox_alloc(const char *template_name, uint32_t slot)
+host_sandbox *host_sandbox_alloc(const char *template_name, uint32_t slot)
 {
     host_sandbox *sb = calloc(1, sizeof *sb);
     random_id(sb->id, sizeof sb->id);
     snprintf(sb->template_name, sizeof sb->template_name, "%s", template_name);
     snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
     sandgate__v1__limits__init(&sb->limits);
-    default_limits(&sb->limits);
+    host_limits_default(&sb->limits);
     sb->slot = slot;
     sb->sock.fd = -1;
     sb->create_deadline_us = host_now_us() + CREATE_TIMEOUT_US;
@@ -273,7 +321,7 @@ static host_sandbox *sandbox_alloc(const char *template_name, uint32_t slot)
 }
 
 /* Everything of the request's: id, owner, limits, TTL, secrets. */
-static void sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest *req)
+void host_sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest *req)
 {
     if (req->sandbox_id[0])
         snprintf(sb->id, sizeof sb->id, "%s", req->sandbox_id);
@@ -288,7 +336,7 @@ static void sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateReque
         sb->limits.base.unknown_fields = NULL;
         sb->limits.base.n_unknown_fields = 0;
     }
-    default_limits(&sb->limits);
+    host_limits_default(&sb->limits);
     sb->created_ms = sb->last_active_ms = host_wall_ms();
     uint32_t ttl = req->request->ttl_seconds ? req->request->ttl_seconds : 600;
     sb->expires_ms = sb->created_ms + (int64_t)ttl * 1000;
@@ -310,8 +358,8 @@ static void sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateReque
 
 static host_sandbox *sandbox_new(const Sandgate__V1__HostCreateRequest *req, uint32_t slot)
 {
-    host_sandbox *sb = sandbox_alloc(req->request->template_, slot);
-    sandbox_assign(sb, req);
+    host_sandbox *sb = host_sandbox_alloc(req->request->template_, slot);
+    host_sandbox_assign(sb, req);
     snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
     return sb;
 }
@@ -319,7 +367,7 @@ static host_sandbox *sandbox_new(const Sandgate__V1__HostCreateRequest *req, uin
 /* Launch: cgroups, then the zygote forks. Called with H.mu held. env_json
  * is the sandbox's environment ("{}" for a pool sandbox: it gets its env
  * with ACTIVATE). */
-static int launch(host_sandbox *sb, host_template *t, const char *env, int pooled, sg_err *err)
+int host_sandbox_launch(host_sandbox *sb, host_template *t, const char *env, int pooled, sg_err *err)
 {
     char procs[2048] = "", eb[512] = "";
     if (t->cfg->contain) {
@@ -342,258 +390,6 @@ static int launch(host_sandbox *sb, host_template *t, const char *env, int poole
     return rc;
 }
 
-/* ---- warm pool ----
- *
- * Per template, SANDGATE_POOL_SIZE (default 4; 0 = off) sandboxes are
- * created ahead of any request: cgroups with default limits, a uid slot, the
- * zygote's fork fully contained (namespaces, pivot_root, uid, caps,
- * seccomp) and its default context forked, but no owner, no env and no
- * secrets (CREATE carries "pool":true and env {}). The supervisor says
- * POOLED and waits. A CreateSandbox takes the oldest ready one (or one
- * still starting, which it then waits for), gives it its id (v1: the
- * cgroups are renamed to it; v2 cannot rename, the pool name stays), its
- * memory/pids/CPU limits (rewritten) and sends ACTIVATE with the env and
- * secrets; the supervisor answers READY and CTX default as a fresh
- * sandbox does. The pool is refilled from the tick, one at a time.
- * Workspace, /tmp and file-size limits are fixed when the sandbox is
- * made: a request asking for other values skips the pool. */
-
-/* Refills in flight per template (SANDGATE_POOL_REFILL, default 1): each is
- * a fork of the zygote and a full containment, so more than the CPUs can
- * run only slows the creates that are waiting. */
-static int pool_refill_max(void)
-{
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("SANDGATE_POOL_REFILL");
-        v = e && *e ? atoi(e) : 1;
-        if (v < 1)
-            v = 1;
-    }
-    return v;
-}
-
-static int pool_target(void)
-{
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("SANDGATE_POOL_SIZE");
-        v = e && *e ? atoi(e) : 4;
-        if (v < 0)
-            v = 0;
-        if (v > 64)
-            v = 64;
-    }
-    return v;
-}
-
-static void wipe_activation(host_sandbox *sb)
-{
-    if (sb->activate_json) {
-        explicit_bzero(sb->activate_json, strlen(sb->activate_json));
-        free(sb->activate_json);
-        sb->activate_json = NULL;
-    }
-}
-
-static void pool_unlink(host_sandbox *sb)
-{
-    if (!sb->pooled)
-        return;
-    host_template *t = host_template_find(sb->template_name);
-    for (host_sandbox **p = t ? &t->pool : NULL; p && *p; p = &(*p)->pool_next)
-        if (*p == sb) {
-            *p = sb->pool_next;
-            break;
-        }
-    sb->pool_next = NULL;
-    sb->pooled = 0;
-}
-
-/* Only what a pool sandbox was made with can come from the pool. */
-static int pool_eligible(const Sandgate__V1__HostCreateRequest *req)
-{
-    Sandgate__V1__Limits want;
-    sandgate__v1__limits__init(&want);
-    if (req->limits)
-        want = *req->limits;
-    Sandgate__V1__Limits pooled;
-    sandgate__v1__limits__init(&pooled);
-    default_limits(&pooled);
-    default_limits(&want);
-    return pool_target() > 0 && want.disk_bytes == pooled.disk_bytes &&
-           want.tmp_bytes == pooled.tmp_bytes;
-}
-
-/* The oldest ready pool sandbox, else none (a fresh create). Never one still
- * starting: activate() renames its cgroups at once, and a sandbox that has not
- * yet said POOLED may still be joining them by the old name (sgc_unshare_pid1
- * then fails with ENOENT and the create with INTERNAL). */
-static host_sandbox *pool_take(host_template *t)
-{
-    host_sandbox *pick = NULL;
-    for (host_sandbox *p = t->pool; p; p = p->pool_next)
-        if (p->pool_ready) {
-            pick = p;
-            break;
-        }
-    if (pick)
-        pool_unlink(pick);
-    return pick;
-}
-
-/* The sandbox's cgroups take its id (v1 rename; v2 keeps the pool name)
- * and the request's limits. Only once it is POOLED: before that its
- * process may not have joined the groups under their pool name yet. */
-static int bind_cgroups(host_sandbox *sb, char *eb, size_t ebl)
-{
-    host_template *t = host_template_find(sb->template_name);
-    if (!t || !t->cfg->contain)
-        return 0;
-    if (strcmp(sb->cgroup, sb->id) != 0 &&
-        sgc_cgroup_rename(H.cfg.cgroup_root, sb->cgroup, sb->id, eb, ebl) == 0)
-        snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
-    Sandgate__V1__Limits made;   /* what a pool sandbox is made with */
-    sandgate__v1__limits__init(&made);
-    default_limits(&made);
-    if (made.memory_bytes == sb->limits.memory_bytes && made.pids == sb->limits.pids &&
-        made.cpu_millis == sb->limits.cpu_millis)
-        return 0;
-    sgc_cgroup_limits lim = {.memory_bytes = sb->limits.memory_bytes,
-                             .pids = sb->limits.pids,
-                             .cpu_millis = sb->limits.cpu_millis};
-    return sgc_cgroup_set_limits(H.cfg.cgroup_root, sb->cgroup, &lim, eb, ebl);
-}
-
-/* Cgroups, then ACTIVATE (the env, secrets included). */
-static int pool_log(void)
-{
-    static int v = -1;
-    if (v < 0)
-        v = getenv("SANDGATE_POOL_LOG") != NULL;
-    return v;
-}
-
-static int send_activation(host_sandbox *sb)
-{
-    char eb[512] = "";
-    int64_t t0 = host_now_us();
-    int brc = bind_cgroups(sb, eb, sizeof eb);
-    if (pool_log())
-        fprintf(stderr, "sandgate-host: pool: %s cgroups bound in %.2f ms\n", sb->id,
-                (host_now_us() - t0) / 1000.0);
-    if (brc != 0) {
-        fprintf(stderr, "sandgate-host: sandbox %s: cgroup limits: %s\n", sb->id, eb);
-        wipe_activation(sb);
-        return -1;
-    }
-    size_t n = strlen(sb->activate_json);
-    char *msg = malloc(n + 10);
-    memcpy(msg, "ACTIVATE ", 9);
-    memcpy(msg + 9, sb->activate_json, n);
-    ssize_t w = sb->sock.fd < 0 ? -1 : send(sb->sock.fd, msg, n + 9, MSG_DONTWAIT | MSG_NOSIGNAL);
-    explicit_bzero(msg, n + 9);
-    free(msg);
-    wipe_activation(sb);
-    return w == (ssize_t)(n + 9) ? 0 : -1;
-}
-
-/* Give a pool sandbox to a request. Called with H.mu held; sb is out of
- * the pool. On failure the sandbox is killed and err set. */
-static int activate(host_sandbox *sb, host_template *t, const Sandgate__V1__HostCreateRequest *req,
-                    rpc_call *call, sg_err *err)
-{
-    if (pool_log())
-        fprintf(stderr, "sandgate-host: pool: %s -> %s (%s)\n", sb->id,
-                req->sandbox_id[0] ? req->sandbox_id : "new id", sb->pool_ready ? "ready" : "starting");
-    sandbox_assign(sb, req);
-    sb->next = H.sandboxes;
-    H.sandboxes = sb;
-    H.n_sandboxes++;
-    sb->create_call = rpc_call_ref(call);
-    char *env = build_env(req);
-    size_t n = strlen(env);
-    sb->activate_json = malloc(n + 64);
-    snprintf(sb->activate_json, n + 64, "{\"workdir\":\"/workspace\",\"env\":%s}", env);
-    explicit_bzero(env, n);
-    free(env);
-    if (sb->pool_ready && send_activation(sb) != 0) {
-        rpc_call_unref(sb->create_call);
-        sb->create_call = NULL;
-        host_sandbox_kill(sb, NULL);
-        return sg_err_set(err, SG_EUNAVAIL, "sandbox %s: could not activate; retry", sb->id);
-    }
-    /* not ready yet: ACTIVATE goes out when its POOLED arrives */
-    return 0;
-}
-
-static void pool_start(host_template *t)
-{
-    uint32_t slot;
-    if (alloc_slot(&slot) != 0)
-        return;
-    host_sandbox *sb = sandbox_alloc(t->cfg->name, slot);
-    sb->pooled = 1;
-    host_sandbox **p = &t->pool;
-    while (*p)
-        p = &(*p)->pool_next;
-    *p = sb;
-    sg_err err;
-    if (launch(sb, t, "{}", 1, &err) != 0) {
-        fprintf(stderr, "sandgate-host: template %s: pool: %s\n", t->cfg->name, err.msg);
-        pool_unlink(sb);
-        host_sandbox_kill(sb, NULL);
-    }
-}
-
-/* At exit (the daemon stopped): pool sandboxes are in no table the
- * shutdown walks; kill them and remove their cgroups. */
-static void pool_atexit(void)
-{
-    char eb[256];
-    for (size_t i = 0; i < H.n_templates; i++) {
-        host_template *t = &H.templates[i];
-        for (host_sandbox *sb = t->pool; sb; sb = sb->pool_next) {
-            if (!t->cfg->contain)
-                continue;
-            for (int k = 0; k < 100 && !sgc_cgroup_empty(H.cfg.cgroup_root, sb->cgroup); k++) {
-                sgc_cgroup_kill(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
-                usleep(10000);
-            }
-            sgc_cgroup_destroy(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
-        }
-    }
-}
-
-static void pool_tick(int64_t now_us)
-{
-    static int registered;
-    if (!registered && pool_target() > 0) {
-        atexit(pool_atexit);
-        registered = 1;
-    }
-    for (size_t i = 0; i < H.n_templates; i++) {
-        host_template *t = &H.templates[i];
-        int have = 0, starting = 0;
-        for (host_sandbox *sb = t->pool, *next; sb; sb = next) {
-            next = sb->pool_next;
-            if (H.stopping || (!sb->pool_ready && now_us > sb->create_deadline_us)) {
-                fail_create(sb, SG_EUNAVAIL, "pool sandbox did not start");
-                continue;
-            }
-            have++;
-            starting += !sb->pool_ready;
-        }
-        if (H.stopping || t->sock.fd < 0 || !t->zygote_ready)
-            continue;
-        while (have < pool_target() && starting < pool_refill_max()) {
-            pool_start(t);
-            have++;
-            starting++;
-        }
-    }
-}
-
 int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err)
 {
     if (check_create(req, err) != 0)
@@ -609,18 +405,30 @@ int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *ca
         pthread_mutex_unlock(&H.mu);
         return 0;
     }
-    if (old || (req->sandbox_id[0] && host_sandbox_find(req->sandbox_id))) {
+    if (old) {
+        /* The same task is being created right now: answer with it. */
+        old->create_waiters = realloc(old->create_waiters,
+                                      (old->n_create_waiters + 1) * sizeof *old->create_waiters);
+        old->create_waiters[old->n_create_waiters++] = rpc_call_ref(call);
         pthread_mutex_unlock(&H.mu);
-        return sg_err_set(err, SG_EEXISTS, "create: a sandbox for this task is being created; retry");
+        return 0;
     }
-    host_sandbox *psb = pool_eligible(req) ? pool_take(t) : NULL;
+    if (req->sandbox_id[0] && host_sandbox_find(req->sandbox_id)) {
+        pthread_mutex_unlock(&H.mu);
+        return sg_err_set(err, SG_EEXISTS, "create: sandbox id %s is taken", req->sandbox_id);
+    }
+    if (check_quota(req, err) != 0) {
+        pthread_mutex_unlock(&H.mu);
+        return err->code;
+    }
+    host_sandbox *psb = host_pool_take(t, req);
     if (psb) {
-        int prc = activate(psb, t, req, call, err);
+        int prc = host_pool_activate(psb, t, req, call, err);
         pthread_mutex_unlock(&H.mu);
         return prc;
     }
     uint32_t slot;
-    if (alloc_slot(&slot) != 0) {
+    if (host_slot_alloc(&slot) != 0) {
         pthread_mutex_unlock(&H.mu);
         return sg_err_set(err, SG_EQUOTA, "host is full (%u sandboxes)", H.cfg.max_sandboxes);
     }
@@ -629,8 +437,8 @@ int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *ca
     H.sandboxes = sb;
     H.n_sandboxes++;
     sb->create_call = rpc_call_ref(call);
-    char *env = build_env(req);
-    int rc = launch(sb, t, env, 0, err);
+    char *env = host_sandbox_env(req);
+    int rc = host_sandbox_launch(sb, t, env, 0, err);
     /* env holds secret values: wipe before free */
     explicit_bzero(env, strlen(env));
     free(env);
@@ -696,14 +504,10 @@ static void on_ready_ctx(host_sandbox *sb, const char *id, int *fds, int nfds)
     host_ctx_attach(c, fds[0], fds[1], fds[2]);
     if (sb->state == SB_CREATING && strcmp(id, "default") == 0) {
         sb->state = SB_RUNNING;
-        if (pool_log())
+        if (host_pool_log())
             fprintf(stderr, "sandgate-host: pool: %s running %.2f ms after the request\n", sb->id,
                     (host_now_us() - (sb->create_deadline_us - CREATE_TIMEOUT_US)) / 1000.0);
-        if (sb->create_call) {
-            reply_created(sb, 0, sb->create_call);
-            rpc_call_unref(sb->create_call);
-            sb->create_call = NULL;
-        }
+        answer_creates(sb, NULL);
     }
 }
 
@@ -717,14 +521,14 @@ static void handle_sup_msg(host_sandbox *sb, char *msg, int *fds, int nfds)
         sb->pid = (pid_t)atoi(id);
     } else if (strcmp(verb, "POOLED") == 0 && sb->state == SB_CREATING && !sb->pool_ready) {
         sb->pool_ready = 1;
-        if (sb->activate_json && send_activation(sb) != 0)
-            fail_create(sb, SG_EINTERNAL, "could not activate the pooled sandbox");
+        if (sb->activate_json && host_pool_send_activation(sb) != 0)
+            host_sandbox_fail_create(sb, SG_EINTERNAL, "could not activate the pooled sandbox");
         return;
     } else if (strcmp(verb, "READY") == 0) {
         /* the default context follows */
     } else if (strcmp(verb, "ERR") == 0 && sb->state == SB_CREATING) {
         fprintf(stderr, "sandgate-host: sandbox %s: setup failed: %s\n", sb->id, msg + 4);
-        fail_create(sb, SG_EINTERNAL, msg + 4);
+        host_sandbox_fail_create(sb, SG_EINTERNAL, msg + 4);
         return;
     } else if (strcmp(verb, "CTX") == 0) {
         on_ready_ctx(sb, id, fds, nfds);
@@ -767,7 +571,7 @@ static void on_supervisor(host_watch *w, uint32_t events)
         if (n <= 0) {
             /* EOF or garbage: the supervisor is gone, so is the sandbox. */
             if (sb->state == SB_CREATING)
-                fail_create(sb, SG_EINTERNAL, "the sandbox died while starting");
+                host_sandbox_fail_create(sb, SG_EINTERNAL, "the sandbox died while starting");
             else
                 host_sandbox_kill(sb, NULL);
             return;
@@ -803,11 +607,9 @@ void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to)
     unlink_table(sb);
     sb->next = H.dying;
     H.dying = sb;
-    if (sb->create_call) {
-        rpc_call_finish(sb->create_call, GRPC_STATUS_UNAVAILABLE, "sandbox was killed while starting");
-        rpc_call_unref(sb->create_call);
-        sb->create_call = NULL;
-    }
+    sg_err e;
+    sg_err_set(&e, SG_EUNAVAIL, "sandbox was killed while starting");
+    answer_creates(sb, &e);
     for (host_ctx *c = sb->contexts; c; c = c->next)
         host_ctx_destroy(c, "the sandbox was killed");
     for (host_exec *e = sb->execs; e; e = e->next)
@@ -835,7 +637,7 @@ static void sandbox_free(host_sandbox *sb)
         e = n;
     }
     host_secrets_free(sb);
-    wipe_activation(sb);
+    host_pool_wipe_activation(sb);
     free(sb->kill_calls);
     free(sb);
 }
@@ -868,13 +670,13 @@ static int reap_dying(host_sandbox *sb)
 
 void host_sandboxes_tick(int64_t now_us)
 {
-    pool_tick(now_us);
+    host_pool_tick(now_us);
     int64_t wall = host_wall_ms();
     host_sandbox *sb = H.sandboxes;
     while (sb) {
         host_sandbox *next = sb->next;
         if (sb->state == SB_CREATING && now_us > sb->create_deadline_us) {
-            fail_create(sb, SG_EUNAVAIL, "timed out starting (zygote busy or broken)");
+            host_sandbox_fail_create(sb, SG_EUNAVAIL, "timed out starting (zygote busy or broken)");
         } else if (wall >= sb->expires_ms) {
             fprintf(stderr, "sandgate-host: sandbox %s expired\n", sb->id);
             host_sandbox_kill(sb, NULL);

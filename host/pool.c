@@ -1,0 +1,260 @@
+/* pool.c — the warm pool: per template, sandboxes made ahead of any
+ * request (contained, default context forked, no owner, env or secrets),
+ * handed to a CreateSandbox by ACTIVATE, and refilled from the tick.
+ * sandbox.c owns a sandbox's lifecycle; this file owns only the pool list,
+ * the activation and the refill policy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "host/contain/contain.h"
+#include "host/host.h"
+
+/* ---- warm pool ----
+ *
+ * Per template, SANDGATE_POOL_SIZE (default 4; 0 = off) sandboxes are
+ * created ahead of any request: cgroups with default limits, a uid slot, the
+ * zygote's fork fully contained (namespaces, pivot_root, uid, caps,
+ * seccomp) and its default context forked, but no owner, no env and no
+ * secrets (CREATE carries "pool":true and env {}). The supervisor says
+ * POOLED and waits. A CreateSandbox takes the oldest ready one (or one
+ * still starting, which it then waits for), gives it its id (v1: the
+ * cgroups are renamed to it; v2 cannot rename, the pool name stays), its
+ * memory/pids/CPU limits (rewritten) and sends ACTIVATE with the env and
+ * secrets; the supervisor answers READY and CTX default as a fresh
+ * sandbox does. The pool is refilled from the tick, one at a time.
+ * Workspace, /tmp and file-size limits are fixed when the sandbox is
+ * made: a request asking for other values skips the pool. */
+
+/* Refills in flight per template (SANDGATE_POOL_REFILL, default 1): each is
+ * a fork of the zygote and a full containment, so more than the CPUs can
+ * run only slows the creates that are waiting. */
+static int pool_refill_max(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SANDGATE_POOL_REFILL");
+        v = e && *e ? atoi(e) : 1;
+        if (v < 1)
+            v = 1;
+    }
+    return v;
+}
+
+static int pool_target(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SANDGATE_POOL_SIZE");
+        v = e && *e ? atoi(e) : 4;
+        if (v < 0)
+            v = 0;
+        if (v > 64)
+            v = 64;
+    }
+    return v;
+}
+
+void host_pool_wipe_activation(host_sandbox *sb)
+{
+    if (sb->activate_json) {
+        explicit_bzero(sb->activate_json, strlen(sb->activate_json));
+        free(sb->activate_json);
+        sb->activate_json = NULL;
+    }
+}
+
+void host_pool_unlink(host_sandbox *sb)
+{
+    if (!sb->pooled)
+        return;
+    host_template *t = host_template_find(sb->template_name);
+    for (host_sandbox **p = t ? &t->pool : NULL; p && *p; p = &(*p)->pool_next)
+        if (*p == sb) {
+            *p = sb->pool_next;
+            break;
+        }
+    sb->pool_next = NULL;
+    sb->pooled = 0;
+}
+
+/* Only what a pool sandbox was made with can come from the pool. */
+static int pool_eligible(const Sandgate__V1__HostCreateRequest *req)
+{
+    Sandgate__V1__Limits want;
+    sandgate__v1__limits__init(&want);
+    if (req->limits)
+        want = *req->limits;
+    Sandgate__V1__Limits pooled;
+    sandgate__v1__limits__init(&pooled);
+    host_limits_default(&pooled);
+    host_limits_default(&want);
+    return pool_target() > 0 && want.disk_bytes == pooled.disk_bytes &&
+           want.tmp_bytes == pooled.tmp_bytes;
+}
+
+/* The oldest ready pool sandbox, else none (a fresh create). Never one still
+ * starting: activate() renames its cgroups at once, and a sandbox that has not
+ * yet said POOLED may still be joining them by the old name (sgc_unshare_pid1
+ * then fails with ENOENT and the create with INTERNAL). */
+static host_sandbox *take_ready(host_template *t)
+{
+    host_sandbox *pick = NULL;
+    for (host_sandbox *p = t->pool; p; p = p->pool_next)
+        if (p->pool_ready) {
+            pick = p;
+            break;
+        }
+    if (pick)
+        host_pool_unlink(pick);
+    return pick;
+}
+
+host_sandbox *host_pool_take(host_template *t, const Sandgate__V1__HostCreateRequest *req)
+{
+    return pool_eligible(req) ? take_ready(t) : NULL;
+}
+
+/* The sandbox's cgroups take its id (v1 rename; v2 keeps the pool name)
+ * and the request's limits. Only once it is POOLED: before that its
+ * process may not have joined the groups under their pool name yet. */
+static int bind_cgroups(host_sandbox *sb, char *eb, size_t ebl)
+{
+    host_template *t = host_template_find(sb->template_name);
+    if (!t || !t->cfg->contain)
+        return 0;
+    if (strcmp(sb->cgroup, sb->id) != 0 &&
+        sgc_cgroup_rename(H.cfg.cgroup_root, sb->cgroup, sb->id, eb, ebl) == 0)
+        snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
+    Sandgate__V1__Limits made;   /* what a pool sandbox is made with */
+    sandgate__v1__limits__init(&made);
+    host_limits_default(&made);
+    if (made.memory_bytes == sb->limits.memory_bytes && made.pids == sb->limits.pids &&
+        made.cpu_millis == sb->limits.cpu_millis)
+        return 0;
+    sgc_cgroup_limits lim = {.memory_bytes = sb->limits.memory_bytes,
+                             .pids = sb->limits.pids,
+                             .cpu_millis = sb->limits.cpu_millis};
+    return sgc_cgroup_set_limits(H.cfg.cgroup_root, sb->cgroup, &lim, eb, ebl);
+}
+
+/* Cgroups, then ACTIVATE (the env, secrets included). */
+int host_pool_log(void)
+{
+    static int v = -1;
+    if (v < 0)
+        v = getenv("SANDGATE_POOL_LOG") != NULL;
+    return v;
+}
+
+int host_pool_send_activation(host_sandbox *sb)
+{
+    char eb[512] = "";
+    int64_t t0 = host_now_us();
+    int brc = bind_cgroups(sb, eb, sizeof eb);
+    if (host_pool_log())
+        fprintf(stderr, "sandgate-host: pool: %s cgroups bound in %.2f ms\n", sb->id,
+                (host_now_us() - t0) / 1000.0);
+    if (brc != 0) {
+        fprintf(stderr, "sandgate-host: sandbox %s: cgroup limits: %s\n", sb->id, eb);
+        host_pool_wipe_activation(sb);
+        return -1;
+    }
+    size_t n = strlen(sb->activate_json);
+    char *msg = malloc(n + 10);
+    memcpy(msg, "ACTIVATE ", 9);
+    memcpy(msg + 9, sb->activate_json, n);
+    ssize_t w = sb->sock.fd < 0 ? -1 : send(sb->sock.fd, msg, n + 9, MSG_DONTWAIT | MSG_NOSIGNAL);
+    explicit_bzero(msg, n + 9);
+    free(msg);
+    host_pool_wipe_activation(sb);
+    return w == (ssize_t)(n + 9) ? 0 : -1;
+}
+
+/* Give a pool sandbox to a request. Called with H.mu held; sb is out of
+ * the pool. On failure the sandbox is killed and err set. */
+int host_pool_activate(host_sandbox *sb, host_template *t, const Sandgate__V1__HostCreateRequest *req,
+                    rpc_call *call, sg_err *err)
+{
+    if (host_pool_log())
+        fprintf(stderr, "sandgate-host: pool: %s -> %s (%s)\n", sb->id,
+                req->sandbox_id[0] ? req->sandbox_id : "new id", sb->pool_ready ? "ready" : "starting");
+    host_sandbox_assign(sb, req);
+    sb->next = H.sandboxes;
+    H.sandboxes = sb;
+    H.n_sandboxes++;
+    sb->create_call = rpc_call_ref(call);
+    char *env = host_sandbox_env(req);
+    size_t n = strlen(env);
+    sb->activate_json = malloc(n + 64);
+    snprintf(sb->activate_json, n + 64, "{\"workdir\":\"/workspace\",\"env\":%s}", env);
+    explicit_bzero(env, n);
+    free(env);
+    if (sb->pool_ready && host_pool_send_activation(sb) != 0) {
+        rpc_call_unref(sb->create_call);
+        sb->create_call = NULL;
+        host_sandbox_kill(sb, NULL);
+        return sg_err_set(err, SG_EUNAVAIL, "sandbox %s: could not activate; retry", sb->id);
+    }
+    /* not ready yet: ACTIVATE goes out when its POOLED arrives */
+    return 0;
+}
+
+static void pool_start(host_template *t)
+{
+    uint32_t slot;
+    if (host_slot_alloc(&slot) != 0)
+        return;
+    host_sandbox *sb = host_sandbox_alloc(t->cfg->name, slot);
+    sb->pooled = 1;
+    host_sandbox **p = &t->pool;
+    while (*p)
+        p = &(*p)->pool_next;
+    *p = sb;
+    sg_err err;
+    if (host_sandbox_launch(sb, t, "{}", 1, &err) != 0) {
+        fprintf(stderr, "sandgate-host: template %s: pool: %s\n", t->cfg->name, err.msg);
+        host_pool_unlink(sb);
+        host_sandbox_kill(sb, NULL);
+    }
+}
+
+/* Shutdown: pool sandboxes are in no sandbox table; kill them like any
+ * sandbox (they move to H.dying, reaped by the tick). H.mu held. */
+void host_pool_drain(void)
+{
+    for (size_t i = 0; i < H.n_templates; i++) {
+        host_template *t = &H.templates[i];
+        while (t->pool) {
+            host_sandbox *sb = t->pool;
+            host_pool_unlink(sb);
+            host_sandbox_kill(sb, NULL);
+        }
+    }
+}
+
+void host_pool_tick(int64_t now_us)
+{
+    for (size_t i = 0; i < H.n_templates; i++) {
+        host_template *t = &H.templates[i];
+        int have = 0, starting = 0;
+        for (host_sandbox *sb = t->pool, *next; sb; sb = next) {
+            next = sb->pool_next;
+            if ((H.stopping || H.draining) || (!sb->pool_ready && now_us > sb->create_deadline_us)) {
+                host_sandbox_fail_create(sb, SG_EUNAVAIL, "pool sandbox did not start");
+                continue;
+            }
+            have++;
+            starting += !sb->pool_ready;
+        }
+        if ((H.stopping || H.draining) || t->sock.fd < 0 || !t->zygote_ready)
+            continue;
+        while (have < pool_target() && starting < pool_refill_max()) {
+            pool_start(t);
+            have++;
+            starting++;
+        }
+    }
+}
