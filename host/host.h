@@ -19,6 +19,7 @@
 
 typedef struct host_sandbox host_sandbox;
 typedef struct host_ctx host_ctx;
+struct egress_sandbox;
 
 /* An fd the loop watches; fn runs on the loop thread with host_state.mu held. */
 typedef struct host_watch {
@@ -121,6 +122,7 @@ struct host_sandbox {
     int pool_ready;                  /* POOLED received: contained, context held */
     char *activate_json;             /* owned, wiped: ACTIVATE to send once ready */
     host_sandbox *pool_next;         /* template pool chain */
+    struct egress_sandbox *egress;   /* owned: its proxy entry when granted egress (egress.c) */
 };
 
 typedef struct host_template {
@@ -239,6 +241,13 @@ int host_file_write(host_sandbox *sb, const char *path, const uint8_t *data, siz
                     uint32_t mode, sg_err *err);
 int host_file_read(host_sandbox *sb, const char *path, uint64_t max, uint8_t **data,
                    size_t *len, sg_err *err);
+
+/* egress.c: the host's egress proxy and each granted sandbox's entry */
+int host_egress_start(const char *hosts_file, const char *audit_log, sg_err *err);
+void host_egress_stop(void);
+int host_egress_attach(host_sandbox *sb, const Sandgate__V1__HostCreateRequest *req, sg_err *err);
+void host_egress_detach(host_sandbox *sb);
+void host_egress_adopt(host_sandbox *sb, int fd);   /* fd consumed */
 
 /* service.c */
 int host_service_register(rpc_server *srv, sg_err *err);

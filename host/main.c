@@ -26,7 +26,12 @@ static void usage(void)
     fprintf(stderr,
             "usage: sandgate-host --config FILE [--listen ADDR] [--port-file FILE]\n"
             "                     [--contain-lib PATH] [--runtime DIR] [--name NAME]\n"
-            "                     [--runtime-dir DIR]\n");
+            "                     [--runtime-dir DIR] [--audit-log FILE]\n"
+            "                     [--egress-hosts FILE]\n"
+            "  --audit-log FILE     egress decisions, one JSON line each (appended;\n"
+            "                       default: stderr)\n"
+            "  --egress-hosts FILE  \"IP name...\" lines the egress proxy consults before\n"
+            "                       DNS (tests map names to their servers)\n");
 }
 
 static void default_paths(void)
@@ -144,11 +149,13 @@ static void kill_all(void)
 int main(int argc, char **argv)
 {
     const char *config = NULL, *listen = NULL, *port_file = NULL, *name = NULL, *rtdir = NULL;
+    const char *audit_log = NULL, *egress_hosts = NULL;
     default_paths();
     static struct option opts[] = {{"config", 1, 0, 'c'},      {"listen", 1, 0, 'l'},
                                    {"port-file", 1, 0, 'p'},   {"contain-lib", 1, 0, 'L'},
                                    {"runtime", 1, 0, 'r'},     {"help", 0, 0, 'h'},
                                    {"name", 1, 0, 'n'},        {"runtime-dir", 1, 0, 'R'},
+                                   {"audit-log", 1, 0, 'A'},   {"egress-hosts", 1, 0, 'E'},
                                    {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "c:l:p:L:r:hn:R:", opts, NULL)) != -1) {
@@ -160,6 +167,8 @@ int main(int argc, char **argv)
         case 'r': snprintf(H.runtime_py, sizeof H.runtime_py, "%s/zygote.py", optarg); break;
         case 'n': name = optarg; break;
         case 'R': rtdir = optarg; break;
+        case 'A': audit_log = optarg; break;
+        case 'E': egress_hosts = optarg; break;
         default: usage(); return 2;
         }
     }
@@ -185,8 +194,12 @@ int main(int argc, char **argv)
     cleanup_stale();
     if (access(H.contain_lib, R_OK) != 0)
         fprintf(stderr, "sandgate-host: warning: %s: %s\n", H.contain_lib, strerror(errno));
-    rpc_runtime_init();
     sg_err err;
+    if (host_egress_start(egress_hosts, audit_log, &err) != 0) {
+        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        return 1;
+    }
+    rpc_runtime_init();
     int port = 0;
     H.srv = rpc_server_create(H.cfg.threads, &err);
     if (!H.srv || host_service_register(H.srv, &err) != 0 ||
@@ -224,6 +237,7 @@ int main(int argc, char **argv)
     kill_all();
     rpc_server_shutdown(H.srv);
     host_loop_stop();
+    host_egress_stop();   /* after the loop: no EGRESS can arrive any more */
     for (size_t i = 0; i < H.n_templates; i++)
         if (H.templates[i].zygote_pid > 0)
             kill(H.templates[i].zygote_pid, SIGKILL);

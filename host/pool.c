@@ -186,10 +186,17 @@ int host_pool_activate(host_sandbox *sb, host_template *t, const Sandgate__V1__H
     H.sandboxes = sb;
     H.n_sandboxes++;
     sb->create_call = rpc_call_ref(call);
+    if (host_egress_attach(sb, req, err) != 0) {
+        rpc_call_unref(sb->create_call);
+        sb->create_call = NULL;
+        host_sandbox_kill(sb, NULL);
+        return err ? err->code : SG_EINTERNAL;
+    }
     char *env = host_sandbox_env(req);
     size_t n = strlen(env);
-    sb->activate_json = malloc(n + 64);
-    snprintf(sb->activate_json, n + 64, "{\"workdir\":\"/workspace\",\"env\":%s}", env);
+    sb->activate_json = malloc(n + 80);
+    snprintf(sb->activate_json, n + 80, "{\"workdir\":\"/workspace\",\"egress\":%s,\"env\":%s}",
+             sb->egress ? "true" : "false", env);
     explicit_bzero(env, n);
     free(env);
     if (sb->pool_ready && host_pool_send_activation(sb) != 0) {

@@ -241,6 +241,15 @@ char *host_sandbox_env(const Sandgate__V1__HostCreateRequest *req)
     for (size_t i = 0; r && i < r->n_env; i++)
         json_kv(&buf, &len, &cap, &first, r->env[i]->key, r->env[i]->value,
                 strlen(r->env[i]->value));
+    if (req->n_egress) {   /* granted: the supervisor's listener (egress.c); last one wins */
+        static const char *px[] = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                   "http_proxy", "https_proxy", "all_proxy"};
+        static const char url[] = "http://127.0.0.1:3128";
+        for (size_t i = 0; i < sizeof px / sizeof px[0]; i++)
+            json_kv(&buf, &len, &cap, &first, px[i], url, sizeof url - 1);
+        json_kv(&buf, &len, &cap, &first, "NO_PROXY", "localhost,127.0.0.1", 19);
+        json_kv(&buf, &len, &cap, &first, "no_proxy", "localhost,127.0.0.1", 19);
+    }
     for (size_t i = 0; i < req->n_secrets; i++)
         json_kv(&buf, &len, &cap, &first, req->secrets[i]->env,
                 (const char *)req->secrets[i]->value.data, req->secrets[i]->value.len);
@@ -438,7 +447,9 @@ int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *ca
     H.n_sandboxes++;
     sb->create_call = rpc_call_ref(call);
     char *env = host_sandbox_env(req);
-    int rc = host_sandbox_launch(sb, t, env, 0, err);
+    int rc = host_egress_attach(sb, req, err);
+    if (rc == 0)
+        rc = host_sandbox_launch(sb, t, env, 0, err);
     /* env holds secret values: wipe before free */
     explicit_bzero(env, strlen(env));
     free(env);
@@ -530,6 +541,9 @@ static void handle_sup_msg(host_sandbox *sb, char *msg, int *fds, int nfds)
         fprintf(stderr, "sandgate-host: sandbox %s: setup failed: %s\n", sb->id, msg + 4);
         host_sandbox_fail_create(sb, SG_EINTERNAL, msg + 4);
         return;
+    } else if (strcmp(verb, "EGRESS") == 0 && nfds == 1) {
+        host_egress_adopt(sb, fds[0]);   /* a connection to 127.0.0.1:3128 inside */
+        return;
     } else if (strcmp(verb, "CTX") == 0) {
         on_ready_ctx(sb, id, fds, nfds);
         return;
@@ -615,6 +629,7 @@ void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to)
     for (host_exec *e = sb->execs; e; e = e->next)
         host_exec_destroy(e, "the sandbox was killed");
     host_watch_close(&sb->sock);
+    host_egress_detach(sb);
     char eb[256];
     if (sgc_cgroup_detect(H.cfg.cgroup_root) != SGC_CGROUP_NONE)
         sgc_cgroup_kill(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);

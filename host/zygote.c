@@ -135,8 +135,8 @@ int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, con
     size_t cap = strlen(spec) * 2 + strlen(env_json) + 256;
     char *msg = malloc(cap);
     int n = snprintf(msg, cap, "CREATE {\"id\":\"%s\",\"workdir\":\"/workspace\",\"env\":%s,"
-                               "\"pool\":%s,\"spec\":\"", sb->id, env_json,
-                     pooled ? "true" : "false");
+                               "\"pool\":%s,\"egress\":%s,\"spec\":\"", sb->id, env_json,
+                     pooled ? "true" : "false", sb->egress ? "true" : "false");
     for (const char *p = spec; *p; p++) {   /* the spec is ours: only \n needs escaping */
         if (*p == '\n') {
             msg[n++] = '\\';

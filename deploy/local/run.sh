@@ -13,6 +13,8 @@
 #   SANDGATE_HOST_NAME host name, part of sandbox ids and cgroup names
 #                      (default: "local" with the default run dir, else a random
 #                      one, so parallel test runs never touch each other's sandboxes)
+#   SANDGATE_EGRESS_HOSTS  tests only: "IP name..." file the host's egress proxy
+#                      consults before DNS (--egress-hosts)
 #   SANDGATE_GATEWAY_TLS_DIR  mTLS on the gateway's listener: a dir with server.crt,
 #                      server.key and client_ca.crt (PEM), added as the config's tls: block
 set -euo pipefail
@@ -50,8 +52,11 @@ start() {
   [ -s "$run/host.name" ] && [ -z "${SANDGATE_HOST_NAME:-}" ] && host_name=$(cat "$run/host.name")
   echo "$host_name" >"$run/host.name"
   mkdir -p "$run/rt"
+  local egress_hosts=()
+  [ -n "${SANDGATE_EGRESS_HOSTS:-}" ] && egress_hosts=(--egress-hosts "$(realpath "$SANDGATE_EGRESS_HOSTS")")
   "$build/bin/sandgate-host" --config "$host_config" --listen "127.0.0.1:$host_port" \
-      --name "$host_name" --runtime-dir "$run/rt" \
+      --name "$host_name" --runtime-dir "$run/rt" --audit-log "$run/host-audit.log" \
+      "${egress_hosts[@]}" \
       --port-file "$run/host.port" >"$run/host.log" 2>&1 &
   echo $! >"$run/host.pid"
   wait_port_file "$run/host.port" "$(cat "$run/host.pid")" host
@@ -60,7 +65,7 @@ start() {
 listen: "127.0.0.1:7443"   # overridden by --listen below
 policy: "$policy"
 audit_log: "$run/audit.log"
-threads: 1
+threads: ${SANDGATE_GW_THREADS:-1}
 hosts:
   - name: $host_name
     address: "127.0.0.1:$(cat "$run/host.port")"

@@ -1,9 +1,12 @@
 /* egress.h — the host's egress proxy: the one way out of a sandbox that was
- * granted network rules. Each sandbox gets a Unix-socket listener (bound
- * into the sandbox, where the supervisor relays 127.0.0.1:3128 to it). The
- * proxy speaks HTTP CONNECT (TLS passed through; the ClientHello's SNI must
+ * granted network rules. A sandbox's client connections reach it either
+ * through a Unix-socket listener of its own (egress-testd) or handed in as
+ * fds (egress_sandbox_adopt: the host daemon, whose sandbox supervisors
+ * accept on 127.0.0.1:3128 inside the sandbox and pass each connection
+ * over; see host/egress_glue.c). The proxy speaks HTTP CONNECT (TLS passed through; the ClientHello's SNI must
  * equal the CONNECT host) and absolute-URI HTTP (one request per
- * connection, Host must match the URI). It resolves names itself, connects
+ * connection, Host must match the URI; the response is marked
+ * "Connection: close"). It resolves names itself, connects
  * only to addresses it resolved and judged, counts bytes per sandbox against
  * a cap, answers every denial with 403 naming the rule and reason, and
  * reports every connection decision to an audit callback.
@@ -95,15 +98,20 @@ int egress_proxy_create(const egress_options *o, egress_proxy **out, sg_err *err
 /* Stops the thread, closes every listener and connection. */
 void egress_proxy_destroy(egress_proxy *p);
 
-/* Listen on sock_path (created, mode 0666; an existing file is replaced)
- * for one sandbox. rules is consumed (owned by the sandbox from now on,
- * also on failure). byte_cap 0 = unlimited. */
+/* Register one sandbox; with sock_path, listen there (created, mode 0666;
+ * an existing file is replaced), with NULL only adopted connections come.
+ * rules is consumed (owned by the sandbox from now on, also on failure).
+ * byte_cap 0 = unlimited. */
 int egress_sandbox_create(egress_proxy *p, const char *sandbox_id, const char *sock_path,
                           egress_rules *rules, uint64_t byte_cap, egress_sandbox **out,
                           sg_err *err);
 /* Close the listener and every connection of the sandbox, unlink the
  * socket. Connections still open are audited with their bytes. */
 void egress_sandbox_destroy(egress_sandbox *s);
+/* A client connection of s (a connected stream socket, any namespace):
+ * fd is consumed (made non-blocking; closed at once when s is closing or
+ * has too many connections). */
+void egress_sandbox_adopt(egress_sandbox *s, int fd);
 void egress_sandbox_counters(egress_sandbox *s, egress_counters *out);
 
 #endif

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -38,6 +39,7 @@
 #include "host/egress/internal.h"
 
 #define BUF_CAP (64 * 1024)
+#define BUF_SLACK 256          /* room for the response head rewrite */
 #define RESP_CAP 2048
 #define MAX_CONNS_PER_SANDBOX 256
 
@@ -82,6 +84,7 @@ struct conn {
     char ip[64];
     egress_decision dec;
     int decided, audited, dead, cap_hit;
+    int resp_head_done;              /* HTTP: upstream's response head rewritten */
     uint64_t up, down;
 };
 
@@ -598,11 +601,62 @@ static void on_head(conn *c)
 
 static int buf_room(iobuf *b)
 {
-    if (b->off && b->off + b->len == BUF_CAP) {
+    if (b->off && b->off + b->len >= BUF_CAP) {
         memmove(b->p, b->p + b->off, b->len);
         b->off = 0;
     }
     return b->off + b->len < BUF_CAP;
+}
+
+static int hdr_is(const char *line, size_t n, const char *name)
+{
+    size_t k = strlen(name);
+    return n > k && line[k] == ':' && strncasecmp(line, name, k) == 0;
+}
+
+/* HTTP: the proxy answers one request per connection, so the response the
+ * client sees says so ("Connection: close", the upstream's Connection and
+ * Keep-Alive dropped); a client that pools connections (pip, urllib3) then
+ * never reuses one the proxy will not serve again. Returns 0 when done or
+ * still waiting for the head, -1 when the head does not fit. */
+static int rewrite_response_head(conn *c)
+{
+    iobuf *b = &c->u2c;
+    if (c->req.kind != EG_REQ_HTTP || c->resp_head_done)
+        return 0;
+    char *p = (char *)b->p + b->off, *end = NULL;
+    for (size_t i = 3; i < b->len; i++)
+        if (p[i] == '\n' && p[i - 1] == '\r' && p[i - 2] == '\n' && p[i - 3] == '\r') {
+            end = p + i + 1;
+            break;
+        }
+    if (!end)
+        return b->off + b->len >= BUF_CAP ? -1 : 0;
+    c->resp_head_done = 1;
+    size_t head = (size_t)(end - p), rest = b->len - head;
+    char *nh = malloc(head + 32);
+    if (!nh)
+        return -1;
+    size_t n = 0;
+    for (char *l = p; l < end - 2;) {
+        char *e = memchr(l, '\n', (size_t)(end - l));
+        size_t ll = (size_t)(e - l) + 1;
+        if (l == p || !(hdr_is(l, ll, "connection") || hdr_is(l, ll, "keep-alive") ||
+                        hdr_is(l, ll, "proxy-connection"))) {
+            memcpy(nh + n, l, ll);
+            n += ll;
+        }
+        l = e + 1;
+    }
+    memcpy(nh + n, "Connection: close\r\n\r\n", 21);
+    n += 21;
+    /* the buffer has BUF_SLACK bytes beyond BUF_CAP for this */
+    memmove(b->p + n, end, rest);
+    memcpy(b->p, nh, n);
+    free(nh);
+    b->off = 0;
+    b->len = n + rest;
+    return 0;
 }
 
 /* Read what fd has into b. Returns bytes read, 0 on EOF, -1 on EAGAIN, -2
@@ -769,6 +823,10 @@ static void on_upstream(conn *c, uint32_t ev)
         }
         if (n > 0)
             c->deadline_us = now_us() + (int64_t)p->o.idle_timeout_ms * 1000;
+        if (rewrite_response_head(c) < 0) {
+            fail(c, 502, "default.bad-response", "the upstream's response head is too large");
+            return;
+        }
     }
     if (c->ufd >= 0 && (ev & EPOLLOUT) && drain(c, c->ufd, &c->c2u, &c->up, &c->sb->up) < 0)
         conn_close(c);
@@ -776,42 +834,49 @@ static void on_upstream(conn *c, uint32_t ev)
 
 /* ---- accept ------------------------------------------------------------------ */
 
-static void on_accept(egress_sandbox *sb)
+/* A client connection of sb (accepted here or handed in): fd is owned,
+ * non-blocking. p->mu held. */
+static void conn_start(egress_sandbox *sb, int fd)
 {
     egress_proxy *p = sb->p;
+    if (sb->open >= MAX_CONNS_PER_SANDBOX) {
+        static const char busy[] = "HTTP/1.1 503 Service Unavailable by sandgate egress policy (too many connections)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        (void)!send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        close(fd);
+        return;
+    }
+    conn *c = calloc(1, sizeof *c);
+    if (c) {
+        c->c2u.p = malloc(BUF_CAP + BUF_SLACK);
+        c->u2c.p = malloc(BUF_CAP + BUF_SLACK);
+    }
+    if (!c || !c->c2u.p || !c->u2c.p) {
+        if (c)
+            conn_free(c);
+        close(fd);
+        return;
+    }
+    c->sb = sb;
+    c->cfd = fd;
+    c->ufd = -1;
+    c->cev = c->uev = ~0u;
+    c->cref = (fdref){FD_CLIENT, c};
+    c->uref = (fdref){FD_UPSTREAM, c};
+    c->st = C_HEAD;
+    c->deadline_us = now_us() + (int64_t)p->o.header_timeout_ms * 1000;
+    c->next = sb->conns;
+    sb->conns = c;
+    sb->open++;
+    update(c);
+}
+
+static void on_accept(egress_sandbox *sb)
+{
     for (int k = 0; k < 64; k++) {
         int fd = accept4(sb->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        if (sb->open >= MAX_CONNS_PER_SANDBOX) {
-            static const char busy[] = "HTTP/1.1 503 Service Unavailable by sandgate egress policy (too many connections)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-            (void)!send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-            close(fd);
-            continue;
-        }
-        conn *c = calloc(1, sizeof *c);
-        if (c) {
-            c->c2u.p = malloc(BUF_CAP);
-            c->u2c.p = malloc(BUF_CAP);
-        }
-        if (!c || !c->c2u.p || !c->u2c.p) {
-            if (c)
-                conn_free(c);
-            close(fd);
-            continue;
-        }
-        c->sb = sb;
-        c->cfd = fd;
-        c->ufd = -1;
-        c->cev = c->uev = ~0u;
-        c->cref = (fdref){FD_CLIENT, c};
-        c->uref = (fdref){FD_UPSTREAM, c};
-        c->st = C_HEAD;
-        c->deadline_us = now_us() + (int64_t)p->o.header_timeout_ms * 1000;
-        c->next = sb->conns;
-        sb->conns = c;
-        sb->open++;
-        update(c);
+        conn_start(sb, fd);
     }
 }
 
@@ -1087,17 +1152,16 @@ int egress_sandbox_create(egress_proxy *p, const char *sandbox_id, const char *s
 {
     *out = NULL;
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    if (!sock_path || !sandbox_id) {
+    if (!sandbox_id) {
         egress_rules_destroy(rules);
-        return sg_err_set(err, SG_EINVAL, "egress: no socket path or sandbox id");
+        return sg_err_set(err, SG_EINVAL, "egress: no sandbox id");
     }
-    if (strlen(sock_path) >= sizeof sun.sun_path) {
+    if (sock_path && strlen(sock_path) >= sizeof sun.sun_path) {
         egress_rules_destroy(rules);
         return sg_err_set(err, SG_EINVAL, "egress: socket path too long: %s", sock_path);
     }
-    strcpy(sun.sun_path, sock_path);
     egress_sandbox *sb = calloc(1, sizeof *sb);
-    if (!sb || !(sb->path = strdup(sock_path))) {
+    if (!sb || (sock_path && !(sb->path = strdup(sock_path)))) {
         free(sb);
         egress_rules_destroy(rules);
         return sg_err_set(err, SG_EINTERNAL, "egress: out of memory");
@@ -1107,6 +1171,10 @@ int egress_sandbox_create(egress_proxy *p, const char *sandbox_id, const char *s
     sb->cap = byte_cap;
     sb->ref = (fdref){FD_LISTEN, sb};
     snprintf(sb->id, sizeof sb->id, "%s", sandbox_id);
+    sb->lfd = -1;
+    if (!sock_path)
+        goto listed;   /* no listener: connections come by egress_sandbox_adopt */
+    strcpy(sun.sun_path, sock_path);
     sb->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (sb->lfd < 0) {
         sg_err_errno(err, SG_EINTERNAL, "egress: socket(AF_UNIX)");
@@ -1123,9 +1191,12 @@ int egress_sandbox_create(egress_proxy *p, const char *sandbox_id, const char *s
         unlink(sock_path);
         goto fail;
     }
+listed:
     pthread_mutex_lock(&p->mu);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &sb->ref};
-    epoll_ctl(p->epfd, EPOLL_CTL_ADD, sb->lfd, &ev);
+    if (sb->lfd >= 0) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &sb->ref};
+        epoll_ctl(p->epfd, EPOLL_CTL_ADD, sb->lfd, &ev);
+    }
     sb->next = p->sandboxes;
     p->sandboxes = sb;
     pthread_mutex_unlock(&p->mu);
@@ -1150,6 +1221,24 @@ void egress_sandbox_destroy(egress_sandbox *sb)
     pthread_mutex_unlock(&p->mu);
     uint64_t one = 1;
     (void)!write(p->wakefd, &one, sizeof one);   /* reap soon */
+}
+
+void egress_sandbox_adopt(egress_sandbox *sb, int fd)
+{
+    if (fd < 0)
+        return;
+    egress_proxy *p = sb->p;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        close(fd);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    if (sb->dead)
+        close(fd);
+    else
+        conn_start(sb, fd);
+    pthread_mutex_unlock(&p->mu);
 }
 
 void egress_sandbox_counters(egress_sandbox *sb, egress_counters *out)

@@ -65,13 +65,14 @@ def _parse(payload):
     if not isinstance(spec, str) or not isinstance(workdir, str):
         raise ValueError("CREATE: spec and workdir must be strings")
     return {"id": str(req.get("id", "")), "spec": spec, "env": env,
-            "workdir": workdir, "pool": req.get("pool") is True}
+            "workdir": workdir, "pool": req.get("pool") is True,
+            "egress": req.get("egress") is True}
 
 
 def parse_activate(payload):
     """ACTIVATE's JSON: the per-sandbox parts a pooled sandbox gets last."""
     req = _parse(payload)
-    return req["env"], req["workdir"]
+    return req["env"], req["workdir"], req["egress"]
 
 
 def _fail(sock, e):
@@ -111,6 +112,8 @@ def _child_b(sock, req, contain):
         if req["pool"]:
             _pooled(sock, sup)
         else:
+            if req["egress"]:
+                sup.start_egress()
             frames.send_message(sock, "READY")
             sup.create_context("default")
         sup.run()
@@ -135,7 +138,7 @@ def _pooled(sock, sup):
     frames.send_message(sock, "POOLED")
     payload = sup.wait_activate()
     try:
-        env, workdir = parse_activate(payload)
+        env, workdir, egress = parse_activate(payload)
     except BaseException as e:
         _fail(sock, e)
     # The held context first: it applies the same JSON on the other CPU
@@ -146,6 +149,8 @@ def _pooled(sock, sup):
         os.environ.update(env)
         os.chdir(workdir)
         reseed.reseed()
+        if egress:
+            sup.start_egress()
     except BaseException as e:
         _fail(sock, e)
     frames.send_message(sock, "READY")

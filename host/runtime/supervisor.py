@@ -1,7 +1,9 @@
 """supervisor.py — pid 1 of a sandbox: forks contexts and exec children, reaps all.
 
 Owns: the message loop on sandbox_sock (PROTOCOL.md section 3): CTX, INT,
-KILLCTX, EXEC, KILLEXEC in; CTX/CTXERR, EXEC/EXECERR, CTXEXIT, EXIT out;
+KILLCTX, EXEC, KILLEXEC in; CTX/CTXERR, EXEC/EXECERR, CTXEXIT, EXIT, EGRESS
+out; the egress listener (127.0.0.1:3128, only when the sandbox was granted
+egress: each accepted connection goes to the host's proxy as EGRESS + fd);
 reaping every process of the sandbox; and killing them all when the host
 goes away. Creating the sandbox is create.py's; what a context does is
 context.py's.
@@ -16,6 +18,9 @@ import time
 import context
 import frames
 
+# Where sandboxed code finds the host's egress proxy (HTTP_PROXY etc.).
+EGRESS_ADDR = ("127.0.0.1", 3128)
+
 _SIGNALS_RESET = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
                   signal.SIGPIPE, signal.SIGCHLD)
 
@@ -28,6 +33,7 @@ class Supervisor:
         self._ctx = {}               # ctx id -> pid (== its pgid)
         self._exec = {}              # exec id -> pid (== its pgid)
         self._held = None            # pooled: (ctx id, [host_end, out_r, err_r])
+        self._egress = None          # owned: the 127.0.0.1:3128 listener, if granted
         # SIGCHLD only wakes the loop (through the self-pipe); reaping
         # happens in the loop, after the reply that announced the child.
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -40,12 +46,18 @@ class Supervisor:
         poller = select.poll()
         poller.register(self._sock.fileno(), select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
+        egress_fd = -1
+        if self._egress is not None:
+            egress_fd = self._egress.fileno()
+            poller.register(egress_fd, select.POLLIN)
         self._reap()
         while True:
             for fd, _ in poller.poll():
                 if fd == self._wake_r:
                     self._drain_wakeup()
                     self._reap()
+                elif fd == egress_fd:
+                    self._on_egress()
                 else:
                     self._on_message()
 
@@ -55,6 +67,32 @@ class Supervisor:
                 pass
         except BlockingIOError:
             pass
+
+    # -- egress --
+    def start_egress(self):
+        """Listen on 127.0.0.1:3128 in the sandbox's network namespace. Before
+        READY, so no code of the sandbox can have taken the port."""
+        ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(EGRESS_ADDR)
+        ls.listen(128)
+        ls.setblocking(False)
+        self._egress = ls
+
+    def _on_egress(self):
+        """Hand each waiting connection to the host (EGRESS + fd); the proxy
+        there reads and writes it. We keep no copy."""
+        for _ in range(64):
+            try:
+                conn, _ = self._egress.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return   # ECONNABORTED, EMFILE: try again on the next wakeup
+            try:
+                self._send("EGRESS", [conn.fileno()])
+            finally:
+                conn.close()
 
     def _send(self, text, fds=()):
         try:
@@ -216,6 +254,8 @@ class Supervisor:
         os.close(self._wake_r)
         os.close(self._wake_w)
         self._sock.close()
+        if self._egress is not None:
+            self._egress.close()
 
     # -- exec --
     def _exec_start(self, exec_id, command):
