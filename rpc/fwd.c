@@ -135,6 +135,36 @@ void rpc_fwd_cancel(rpc_fwd *f)
     maybe_done(f);
 }
 
+/* Registered methods per channel: a call made from a registered handle
+ * skips parsing and interning the method path every time. Entries live as
+ * long as the process (channels here are made once at start). */
+#define REG_MAX 256
+static struct {
+    grpc_channel *ch;
+    const char *method;   /* borrowed: callers pass string literals */
+    void *handle;
+} reg[REG_MAX];
+static size_t n_reg;
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *registered(grpc_channel *ch, const char *method)
+{
+    void *h = NULL;
+    pthread_mutex_lock(&reg_mu);
+    for (size_t i = 0; i < n_reg && !h; i++)
+        if (reg[i].ch == ch && (reg[i].method == method || strcmp(reg[i].method, method) == 0))
+            h = reg[i].handle;
+    if (!h && n_reg < REG_MAX) {
+        h = grpc_channel_register_call(ch, method, NULL, NULL);
+        reg[n_reg].ch = ch;
+        reg[n_reg].method = method;
+        reg[n_reg].handle = h;
+        n_reg++;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return h;
+}
+
 grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *creds)
 {
     grpc_arg args[] = {
@@ -166,9 +196,12 @@ rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *p
     grpc_metadata_array_init(&f->init_md);
     grpc_metadata_array_init(&f->trailing);
     pthread_mutex_init(&f->mu, NULL);
-    grpc_slice m = grpc_slice_from_static_string(method);
-    f->call = grpc_channel_create_call(ch, parent, parent ? GRPC_PROPAGATE_DEFAULTS : 0, cq, m,
-                                       NULL, deadline, NULL);
+    void *h = registered(ch, method);
+    uint32_t mask = parent ? GRPC_PROPAGATE_DEFAULTS : 0;
+    f->call = h ? grpc_channel_create_registered_call(ch, parent, mask, cq, h, deadline, NULL)
+                : grpc_channel_create_call(ch, parent, mask, cq,
+                                           grpc_slice_from_static_string(method), NULL, deadline,
+                                           NULL);
     if (!f->call) {
         grpc_byte_buffer_destroy(req);
         pthread_mutex_destroy(&f->mu);

@@ -111,7 +111,9 @@ typedef struct rpc_fwd_cbs {
 } rpc_fwd_cbs;
 
 grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *creds);
-/* parent may be NULL. Takes ownership of req. Completes on cq (a server's). */
+/* parent may be NULL. Takes ownership of req. Completes on cq (a server's).
+ * method must outlive the channel (a string literal): it is registered with
+ * the channel on first use. */
 rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *parent,
                        const char *method, gpr_timespec deadline, const grpc_metadata *md,
                        size_t n_md, grpc_byte_buffer *req, const rpc_fwd_cbs *cbs, void *arg,
