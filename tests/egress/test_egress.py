@@ -658,6 +658,46 @@ print("\nRESULT " + json.dumps(res))
         self.assertIn("default.deny-egress", text)
         self.assertEqual([h for h in hits(PUBLIC) if h.startswith("8081")], before)
 
+    def test_zz_full_path_latency(self):
+        """Not a pass/fail figure: the whole path from inside a sandbox
+        (supervisor accept + EGRESS fd pass + host adopt + proxy), against a
+        server on the sandbox's own lo for the same client code."""
+        res = self.run_py(r'''
+import threading, time
+ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(64)
+def srv():
+    while True:
+        c, _ = ls.accept(); c.recv(4096)
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"); c.close()
+threading.Thread(target=srv, daemon=True).start()
+def t(url, n=200):
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter(); r = get(url); ts.append(time.perf_counter() - t0)
+        assert r[0] == 200, r
+    ts.sort(); return [ts[n // 2] * 1e6, ts[int(n * .99)] * 1e6]
+def direct():
+    s = socket.create_connection(ls.getsockname()); s.sendall(b"GET / HTTP/1.1\r\n\r\n"); _read_all(s); s.close()
+ds = []
+for _ in range(200):
+    t0 = time.perf_counter(); direct(); ds.append(time.perf_counter() - t0)
+ds.sort()
+out({"in_sandbox_lo": [ds[100] * 1e6, ds[198] * 1e6], "proxied": t("http://allowed.test:8080/lat")})
+''')
+        ts = []   # the same upstream, straight from this process (no proxy)
+        for _ in range(200):
+            t0 = time.perf_counter()
+            c = socket.create_connection((PUBLIC, 8080))
+            c.sendall(b"GET /lat HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+            while c.recv(65536):
+                pass
+            c.close()
+            ts.append(time.perf_counter() - t0)
+        ts.sort()
+        res["upstream_direct"] = [ts[100] * 1e6, ts[198] * 1e6]
+        print("\n  full path from a sandbox (p50, p99 us): %s" % res, file=sys.stderr)
+        self.assertLess(res["proxied"][0], 100000)
+
     # ---- audit ----
     def test_zz_audit_log(self):
         lines = [l for l in audit_lines() if l["sandbox"] == self.web]
