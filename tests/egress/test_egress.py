@@ -544,6 +544,20 @@ class Egress(unittest.TestCase):
         self.assertTrue(any("byte cap" in l["reason"] for l in mine), mine)
         self.assertLessEqual(sum(l["bytes"] for l in mine), CAP)
 
+    def test_kill_closes_proxied_connections(self):
+        sid = self.new_sandbox(self.demo, [("allowed.test", 8443)])
+        res = self.run_py('st, line, _, HELD = connect("allowed.test:8443")\nout(st)', sid=sid)
+        self.assertEqual(res, 200)
+        self.assertFalse([l for l in audit_lines() if l["sandbox"] == sid])   # still open
+        self.demo.kill(sid, user="eg-user")
+        for _ in range(50):   # the proxy audits a connection when it closes
+            mine = [l for l in audit_lines() if l["sandbox"] == sid]
+            if mine:
+                break
+            time.sleep(0.1)
+        self.assertEqual([(l["kind"], l["host"], l["decision"]) for l in mine],
+                         [("connect", "allowed.test", "allow")])
+
     # ---- no grant ----
     def test_no_grant_nothing_reachable(self):
         sid = self.demo.create(user="eg-user")
