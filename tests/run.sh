@@ -8,5 +8,11 @@ cd "$repo"
 ./deploy/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
+# The policy loader's libFuzzer target needs clang; run it briefly too.
+if command -v clang >/dev/null 2>&1; then
+  cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build-fuzz -j"$(nproc)" --target policy_fuzz
+  (cd build-fuzz && ctest --output-on-failure -R policy_fuzz_smoke)
+fi
 cd build
 ctest --output-on-failure --timeout 900 "$@"
