@@ -116,6 +116,31 @@ static int proc(const sgc_spec *s, char *err, size_t len)
     return do_mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err, len);
 }
 
+/* Hide what a sandbox has no business reading in its own /proc (kernel
+ * symbols and memory, keys, timers, the kernel log) behind /dev/null, and
+ * make /proc/sys read-only. Unprivileged code could not write most of it
+ * anyway; this removes the information leaks too. Missing entries (kernel
+ * config) are skipped. */
+static int mask_proc(const sgc_spec *s, char *err, size_t len)
+{
+    static const char *const files[] = {"kcore", "kallsyms", "keys", "key-users", "timer_list",
+                                        "sched_debug", "sysrq-trigger", "kmsg", "kpagecount",
+                                        "kpageflags", "kpagecgroup", "config.gz"};
+    char dst[PATH_SZ];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(dst, sizeof dst, "%s/proc/%s", s->newroot, files[i]);
+        if (access(dst, F_OK) != 0)
+            continue;
+        if (bind("/dev/null", dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC, err, len))
+            return -1;
+    }
+    snprintf(dst, sizeof dst, "%s/proc/sys", s->newroot);
+    if (do_mount(dst, dst, NULL, MS_BIND | MS_REC, NULL, err, len))
+        return -1;
+    return do_mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
+                                         MS_NOEXEC, NULL, err, len);
+}
+
 /* Bind the harmless character devices rather than mknod: each bind is its
  * own mount without MS_NODEV, so the /dev tmpfs under them can be nodev and
  * a node created there by anyone would not open. */
@@ -250,7 +275,7 @@ int sgc_mnt_enter(const sgc_spec *s, char *err, size_t len)
     if (do_mount("tmpfs", s->newroot, "tmpfs", MS_NOSUID | MS_NODEV,
                  "size=1m,nr_inodes=1024,mode=0755", err, len))
         return -1;
-    if (ro_binds(s, err, len) || symlinks(s, err, len) || proc(s, err, len) ||
+    if (ro_binds(s, err, len) || symlinks(s, err, len) || proc(s, err, len) || mask_proc(s, err, len) ||
         dev(s, err, len) || tmp_and_workspace(s, err, len) || etc(s, err, len))
         return -1;
     return pivot(s, err, len);
