@@ -91,6 +91,25 @@ static int check_user_token(gw_req *r, sg_err *err)
     return 0;
 }
 
+/* The client certificate's identity (SPIFFE ID, else SAN) once its chain is
+ * verified; "" when the client sent none (API-key callers). A certificate
+ * that does not verify is UNAUTHENTICATED. */
+static int peer_identity(rpc_call *c, char *out, size_t cap, sg_err *err)
+{
+    static __thread char leaf[16384], chain[32768];
+    out[0] = 0;
+    if (rpc_call_auth_property(c, GRPC_X509_PEM_CERT_PROPERTY_NAME, leaf, sizeof leaf) != 0)
+        return 0;
+    const char *ch = rpc_call_auth_property(c, GRPC_X509_PEM_CERT_CHAIN_PROPERTY_NAME, chain,
+                                            sizeof chain) == 0 ? chain : NULL;
+    if (tenancy_mtls_verify(leaf, ch, err) != 0)
+        return -1;
+    if (rpc_call_auth_property(c, GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, out, cap) != 0 &&
+        rpc_call_auth_property(c, GRPC_X509_SAN_PROPERTY_NAME, out, cap) != 0)
+        out[0] = 0;
+    return 0;
+}
+
 gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const char *action)
 {
     gw_req *r = calloc(1, sizeof *r);
@@ -106,8 +125,12 @@ gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const cha
     const char *authz = rpc_call_md(c, "authorization", &alen);
     char mtls[512];
     const char *mid = NULL;
-    if (G.mtls && (rpc_call_auth_property(c, GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, mtls, sizeof mtls) == 0 ||
-                   rpc_call_auth_property(c, GRPC_X509_SAN_PROPERTY_NAME, mtls, sizeof mtls) == 0))
+    if (G.mtls && peer_identity(c, mtls, sizeof mtls, &err) != 0) {
+        gw_audit(r->pol, "", "", NULL, NULL, action, 0, "default.unauthenticated", err.msg);
+        gw_req_fail(r, &err);
+        return NULL;
+    }
+    if (G.mtls && mtls[0])
         mid = mtls;
     if (tenancy_authenticate(r->pol, authz, alen, mid, &r->id, &err) != 0) {
         gw_audit(r->pol, "", "", NULL, NULL, action, 0, "default.unauthenticated", err.msg);

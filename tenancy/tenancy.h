@@ -52,6 +52,13 @@ void tenancy_owner_put(const char *sandbox_id, const char *tenant, const char *u
                        const char *task);
 int tenancy_owner_get(const char *sandbox_id, char *tenant, char *user, char *task); /* 0 = hit */
 
+/* ---- mtls.c: client certificates, verified here (the listener lets any
+ * certificate through so a bad one is UNAUTHENTICATED, not a TLS error) ---- */
+int tenancy_mtls_load_ca(const char *ca_pem, sg_err *err);
+/* SG_EUNAUTH unless leaf_pem chains to the client CA (chain_pem: the
+ * peer's intermediates, nullable). */
+int tenancy_mtls_verify(const char *leaf_pem, const char *chain_pem, sg_err *err);
+
 /* ---- quota.c: this gateway's per-tenant admission ---- */
 /* Token bucket: rate calls/s, burst (0 = max(rate, 1)). SG_EQUOTA naming the limit. */
 int tenancy_rate_take(const char *tenant, double rate, uint32_t burst, int64_t now_us, sg_err *err);

@@ -6,10 +6,12 @@ run.sh's SANDGATE_GATEWAY_TLS_DIR; the policy maps the SPIFFE id to tenant
 `spiffe` (tenants[].mtls).
 
 - right client cert → works without an API key (the tenant from the cert);
-- no client cert → the handshake fails (UNAVAILABLE);
+- no client cert and no key → UNAUTHENTICATED; no client cert but an API key
+  of an API-key tenant → OK (a TLS listener serves both kinds of tenant);
 - a cert from the same CA whose identity is not in the policy → UNAUTHENTICATED;
-- a cert from an unknown CA → the handshake fails (UNAVAILABLE): the listener
-  requires and verifies client certificates;
+- a cert from an unknown CA → UNAUTHENTICATED (the listener asks for a
+  certificate and the gateway verifies it, so a bad one is refused like a
+  bad key, with no hint which part failed);
 - the cert's tenant plus another tenant's API key → UNAUTHENTICATED.
 """
 import os
@@ -120,19 +122,22 @@ class MTLS(unittest.TestCase):
         # audit names the tenant from the certificate
         self.assertIn('"tenant":"spiffe"', S["d"].read("audit.log"))
 
-    def test_no_client_cert_fails_the_handshake(self):
+    def test_no_client_cert_needs_a_key(self):
         code, det, _, _ = self.status(api_with(None))
-        self.assertEqual(code, C.UNAVAILABLE, det)
-        code, det, _, _ = self.status(api_with(None), key=KK)   # not even with a key
-        self.assertEqual(code, C.UNAVAILABLE, det)
+        self.assertEqual(code, C.UNAUTHENTICATED, det)
+        code, det, _, _ = self.status(api_with(None), key=KK)   # an API-key tenant over TLS
+        self.assertEqual(code, C.OK, det)
 
     def test_identity_not_in_policy_is_unauthenticated(self):
         code, det, _, _ = self.status(api_with("stranger"))
         self.assertEqual(code, C.UNAUTHENTICATED, det)
 
-    def test_unknown_ca_fails_the_handshake(self):
+    def test_unknown_ca_is_unauthenticated(self):
         code, det, _, _ = self.status(api_with("rogue"))
-        self.assertEqual(code, C.UNAVAILABLE, det)
+        self.assertEqual(code, C.UNAUTHENTICATED, det)
+        # a valid key does not rescue an unverifiable certificate
+        code, det, _, _ = self.status(api_with("rogue"), key=KK)
+        self.assertEqual(code, C.UNAUTHENTICATED, det)
 
     def test_cert_and_another_tenants_key_disagree(self):
         code, det, _, _ = self.status(api_with("client"), key=KK)

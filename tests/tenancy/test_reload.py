@@ -31,6 +31,17 @@ RELOADS = 100
 THREADS = 3
 
 
+def health_policy_hash(channel):
+    """grpc.health.v1.Health/Check with an empty request (an empty
+    HealthCheckRequest encodes to no bytes); the gateway puts the live
+    policy's hash in the trailer sandgate-policy-sha256."""
+    check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                request_serializer=lambda b: b,
+                                response_deserializer=lambda b: b)
+    _, call = check.with_call(b"", timeout=10)
+    return dict(call.trailing_metadata() or ()).get("sandgate-policy-sha256")
+
+
 def policy(demo_key):
     return """version: 1
 defaults:
@@ -154,6 +165,10 @@ class Reload(unittest.TestCase):
                 creates = [x for x in lines if x.get("action") == "create" and x.get("user") == "da"]
                 if not creates or creates[-1].get("policy") != live_hash:
                     mismatches.append((i, "audit", creates[-1:] if creates else "no line"))
+                # health reports the live hash (trailing metadata of Check)
+                shown = health_policy_hash(api.channel)
+                if shown != live_hash:
+                    mismatches.append((i, "health", shown))
         finally:
             stop.set()
             for t in threads:
