@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/addr.h"
 #include "policy/internal.h"
 
 static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -44,6 +45,9 @@ int pol_ip_parse(const char *s, uint8_t out[16])
             buf[n - 1] = 0;   /* "127.0.0.1." is still an address */
     }
     if (strchr(buf, ':')) {
+        char *zone = strchr(buf, '%');   /* fe80::1%eth0 is still fe80::1 */
+        if (zone)
+            *zone = 0;
         if (inet_pton(AF_INET6, buf, out) != 1)
             return 0;
         fold_v4(out);
@@ -425,4 +429,46 @@ void pol_ruleset_index(pol_arena *a, pol_ruleset *rs)
     pol_index_build(a, &rs->exact, ex, e);
     pol_index_build(a, &rs->wild, wi, w);
     index_cidrs(a, rs);
+}
+
+/* ---- policy/addr.h: the same rules, exported for the host's proxy ---- */
+
+_Static_assert(sizeof(policy_cidr) == sizeof(pol_cidr), "policy_cidr mirrors pol_cidr");
+
+int policy_ip_parse(const char *s, uint8_t out[16]) { return pol_ip_parse(s, out); }
+
+void policy_ip_format(const uint8_t ip[16], char *buf, size_t cap) { pol_ip_format(ip, buf, cap); }
+
+int policy_cidr_parse(const char *s, policy_cidr *out)
+{
+    pol_cidr c;
+    if (pol_cidr_parse(s, &c) != 0)
+        return -1;
+    memcpy(out->addr, c.addr, 16);
+    out->plen = c.plen;
+    return 0;
+}
+
+int policy_cidr_contains(const policy_cidr *c, const uint8_t ip[16])
+{
+    pol_cidr p;
+    memcpy(p.addr, c->addr, 16);
+    p.plen = c->plen;
+    return pol_cidr_contains(&p, ip);
+}
+
+const char *policy_ip_special(const uint8_t ip[16], policy_cidr *range)
+{
+    pol_cidr r;
+    const char *name = pol_ip_special(ip, &r);
+    if (name && range) {
+        memcpy(range->addr, r.addr, 16);
+        range->plen = r.plen;
+    }
+    return name;
+}
+
+const char *policy_host_check(const char *s, char *out, size_t cap, int allow_wild)
+{
+    return pol_host_check(s, out, cap, allow_wild);
 }

@@ -44,7 +44,8 @@ static const ip_row ip_rows[] = {
     {"name", "example.com", 0, NULL, NULL},
     {"hex-looking name", "cafe.be", 0, NULL, NULL},
     {"trailing garbage", "1.2.3.4 x", 0, NULL, NULL},
-    {"v6 with zone", "fe80::1%eth0", 0, NULL, NULL},
+    /* a zone id does not make a link-local address a name */
+    {"v6 with zone", "fe80::1%eth0", 1, "fe80::1", "link-local"},
     {"empty", "", 0, NULL, NULL},
     {"trailing dot v4", "127.0.0.1.", 1, "127.0.0.1", "loopback"},
 };

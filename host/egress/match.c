@@ -5,9 +5,10 @@
  * matches only CIDR rules, a rule with ports needs one of them, and a
  * special address (loopback, private, link-local, multicast, ...) is allowed
  * only by a CIDR rule lying inside its range. The first rule in grant order
- * decides, as the policy's lowest rule index does. The policy library keeps
- * its matchers private (policy/internal.h), so this file holds the same
- * semantics over a flat list; match_test.c checks both agree on a table.
+ * decides, as the policy's lowest rule index does. Address parsing, CIDRs,
+ * special ranges and host names are the policy's (policy/addr.h); this file
+ * only walks the granted rules as a flat list; match_test.c checks the two
+ * decisions agree on a table.
  * No I/O, no globals. */
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -16,9 +17,10 @@
 #include <string.h>
 
 #include "host/egress/egress.h"
+#include "policy/addr.h"
 #include "host/egress/internal.h"
 
-typedef struct cidr { uint8_t addr[16]; int plen; } cidr;
+typedef policy_cidr cidr;
 
 typedef struct crule {
     char *id;            /* owned */
@@ -33,192 +35,24 @@ struct egress_rules {
     crule *r; size_t n;  /* owned */
 };
 
-static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+/* Addresses, CIDRs, special ranges and host names: the policy's own code
+ * (policy/addr.h), so the proxy and policy_decide_egress cannot disagree. */
+#define cidr_parse policy_cidr_parse
+#define cidr_contains policy_cidr_contains
+#define special_range policy_ip_special
 
-static int only_chars(const char *s, const char *set) { return s[strspn(s, set)] == 0; }
-
-int egress_ip_parse(const char *s, uint8_t out[16])
-{
-    char buf[64];
-    size_t n = strlen(s);
-    if (n == 0 || n >= sizeof buf)
-        return 0;
-    if (s[0] == '[' && s[n - 1] == ']') {
-        memcpy(buf, s + 1, n - 2);
-        buf[n - 2] = 0;
-    } else {
-        memcpy(buf, s, n + 1);
-        if (n > 1 && buf[n - 1] == '.')
-            buf[n - 1] = 0;
-    }
-    if (strchr(buf, ':')) {
-        char *pct = strchr(buf, '%');   /* zone id: fe80::1%lo is still fe80::1 */
-        if (pct)
-            *pct = 0;
-        if (inet_pton(AF_INET6, buf, out) != 1)
-            return 0;
-        static const uint8_t zero12[12];
-        static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
-        int compat = memcmp(out, zero12, 12) == 0 && (out[12] | out[13] | out[14]) != 0;
-        if (compat || memcmp(out, nat64, 12) == 0)
-            memcpy(out, v4_prefix, 12);
-        return 1;
-    }
-    /* inet_aton's 1-4 parts in decimal, octal or hex: what a resolver or
-     * client library may honour, so never a name. */
-    struct in_addr in;
-    if (!only_chars(buf, "0123456789abcdefABCDEFxX.") || inet_aton(buf, &in) != 1)
-        return 0;
-    memcpy(out, v4_prefix, 12);
-    memcpy(out + 12, &in.s_addr, 4);
-    return 1;
-}
+int egress_ip_parse(const char *s, uint8_t out[16]) { return policy_ip_parse(s, out); }
 
 void egress_ip_format(const uint8_t ip[16], char *buf, size_t cap)
 {
-    if (memcmp(ip, v4_prefix, 12) == 0)
-        inet_ntop(AF_INET, ip + 12, buf, (socklen_t)cap);
-    else
-        inet_ntop(AF_INET6, ip, buf, (socklen_t)cap);
+    policy_ip_format(ip, buf, cap);
 }
 
-static int cidr_contains(const cidr *c, const uint8_t ip[16])
-{
-    int full = c->plen / 8, rem = c->plen % 8;
-    if (memcmp(c->addr, ip, (size_t)full) != 0)
-        return 0;
-    if (!rem)
-        return 1;
-    uint8_t mask = (uint8_t)(0xff << (8 - rem));
-    return (c->addr[full] & mask) == (ip[full] & mask);
-}
-
-static int cidr_parse(const char *s, cidr *out)
-{
-    char buf[64];
-    const char *slash = strchr(s, '/');
-    size_t n = slash ? (size_t)(slash - s) : strlen(s);
-    if (n == 0 || n >= sizeof buf)
-        return -1;
-    memcpy(buf, s, n);
-    buf[n] = 0;
-    int v6 = strchr(buf, ':') != NULL;
-    if (v6) {
-        if (inet_pton(AF_INET6, buf, out->addr) != 1)
-            return -1;
-    } else {
-        struct in_addr in;
-        if (inet_pton(AF_INET, buf, &in) != 1)
-            return -1;
-        memcpy(out->addr, v4_prefix, 12);
-        memcpy(out->addr + 12, &in.s_addr, 4);
-    }
-    int max = v6 ? 128 : 32, plen = max;
-    if (slash) {
-        if (!slash[1] || !only_chars(slash + 1, "0123456789") || strlen(slash + 1) > 3)
-            return -1;
-        plen = atoi(slash + 1);
-        if (plen > max)
-            return -1;
-    }
-    out->plen = v6 ? plen : plen + 96;
-    return 0;
-}
-
-/* Ranges denied unless a CIDR rule inside them names them; the same list
- * as policy/egress.c. */
-typedef struct special { const char *cidr, *name; } special;
-static const special specials[] = {
-    {"0.0.0.0/8", "unspecified"},
-    {"127.0.0.0/8", "loopback"},
-    {"10.0.0.0/8", "private (RFC 1918)"},
-    {"172.16.0.0/12", "private (RFC 1918)"},
-    {"192.168.0.0/16", "private (RFC 1918)"},
-    {"100.64.0.0/10", "carrier-grade NAT"},
-    {"169.254.0.0/16", "link-local"},
-    {"192.0.0.0/24", "IETF protocol assignments"},
-    {"198.18.0.0/15", "benchmarking"},
-    {"224.0.0.0/4", "multicast"},
-    {"240.0.0.0/4", "reserved"},
-    {"::/128", "unspecified"},
-    {"::1/128", "loopback"},
-    {"fe80::/10", "link-local"},
-    {"fec0::/10", "site-local"},
-    {"fc00::/7", "unique-local (private)"},
-    {"ff00::/8", "multicast"},
-};
-
-static const char *special_range(const uint8_t ip[16], cidr *range)
-{
-    for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) {
-        cidr c;
-        cidr_parse(specials[i].cidr, &c);
-        if (cidr_contains(&c, ip)) {
-            if (range)
-                *range = c;
-            return specials[i].name;
-        }
-    }
-    /* 6to4 (2002:AABB:CCDD::/48) carries an IPv4 destination: judge it. */
-    if (ip[0] == 0x20 && ip[1] == 0x02) {
-        uint8_t v4[16];
-        memcpy(v4, v4_prefix, 12);
-        memcpy(v4 + 12, ip + 2, 4);
-        cidr r4;
-        const char *name = special_range(v4, &r4);
-        if (name && range) {
-            memset(range, 0, sizeof *range);
-            range->addr[0] = 0x20;
-            range->addr[1] = 0x02;
-            memcpy(range->addr + 2, r4.addr + 12, 4);
-            range->plen = 16 + r4.plen - 96;
-        }
-        return name;
-    }
-    return NULL;
-}
-
-const char *egress_ip_special(const uint8_t ip[16]) { return special_range(ip, NULL); }
+const char *egress_ip_special(const uint8_t ip[16]) { return policy_ip_special(ip, NULL); }
 
 const char *egress_host_check(const char *s, char *out, size_t cap)
 {
-    size_t n = strlen(s);
-    if (n && s[n - 1] == '.')
-        n--;
-    if (n == 0)
-        return "empty host name";
-    if (n > 253 || n >= cap)
-        return "host name longer than 253 characters";
-    size_t label = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c >= 'A' && c <= 'Z')
-            c = (char)(c - 'A' + 'a');
-        if (c == '.') {
-            if (label == 0)
-                return "empty label in host name";
-            if (out[i - 1] == '-')
-                return "a label may not end with '-'";
-            label = 0;
-        } else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_') {
-            if (c == '-' && label == 0)
-                return "a label may not start with '-'";
-            if (++label > 63)
-                return "a label is longer than 63 characters";
-        } else {
-            return "invalid character in host name";
-        }
-        out[i] = c;
-    }
-    if (out[n - 1] == '-')
-        return "a label may not end with '-'";
-    out[n] = 0;
-    const char *last = strrchr(out, '.');
-    last = last ? last + 1 : out;
-    if (strspn(last, "0123456789") == strlen(last) ||
-        (last[0] == '0' && (last[1] == 'x' || last[1] == 'X')))
-        return "the last label is numeric (an address spelling, matched only by CIDR rules)";
-    return NULL;
+    return policy_host_check(s, out, cap, 0);
 }
 
 /* ---- compiled rules ------------------------------------------------------ */
