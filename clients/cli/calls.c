@@ -63,7 +63,8 @@ static int on_run_event(void *arg, const uint8_t *buf, size_t len)
     case SANDGATE__V1__RUN_CODE_EVENT__EVENT_END:
         res->truncated = ev->end->truncated;
         res->output_bytes_total = ev->end->output_bytes_total;
-        printf("[end] %.1f ms%s, output %llu bytes%s%s\n", ev->end->duration_us / 1000.0,
+        printf("%s[end]", ev->end->truncated ? "\n" : "");   /* the cut may fall mid-line */
+        printf(" %.1f ms%s, output %llu bytes%s%s\n", ev->end->duration_us / 1000.0,
                ev->end->timed_out ? ", timed out" : "",
                (unsigned long long)ev->end->output_bytes_total,
                ev->end->truncated ? ", TRUNCATED to the output cap" : "",
