@@ -111,6 +111,7 @@ struct host_sandbox {
     rpc_call **kill_calls;           /* owned refs, answered when the cgroup is empty */
     size_t n_kill_calls;
     int64_t create_deadline_us;
+    int64_t killed_us;               /* when the kill signals went out (monotonic) */
     long oom_base;                   /* OOM kills already accounted for */
     Sandgate__V1__Limits limits;     /* copied scalars */
     uint32_t ctx_seq, exec_seq;

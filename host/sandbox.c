@@ -15,6 +15,7 @@
 #include "host/contain/contain.h"
 #include "host/host.h"
 
+#define KILL_RESIGNAL_US 500000
 #define CREATE_TIMEOUT_US (15 * 1000000LL)
 #define SUP_MSG_MAX 4096
 
@@ -630,9 +631,13 @@ void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to)
         host_exec_destroy(e, "the sandbox was killed");
     host_watch_close(&sb->sock);
     host_egress_detach(sb);
+    /* Signal and go on: the processes exit (an interpreter's exit takes
+     * milliseconds) while this thread serves others; the tick removes the
+     * cgroups once they are empty and answers the kill then. */
     char eb[256];
+    sb->killed_us = host_now_us();
     if (sgc_cgroup_detect(H.cfg.cgroup_root) != SGC_CGROUP_NONE)
-        sgc_cgroup_kill(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
+        sgc_cgroup_signal(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
     if (sb->pid > 0)
         kill(sb->pid, SIGKILL);
 }
@@ -665,7 +670,12 @@ static int reap_dying(host_sandbox *sb)
     if (contained) {
         char eb[256];
         if (!sgc_cgroup_empty(H.cfg.cgroup_root, sb->cgroup)) {
-            sgc_cgroup_kill(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
+            /* still exiting; signal again only if something outlived the
+             * first kill (a process forked while it was being sent) */
+            if (host_now_us() - sb->killed_us > KILL_RESIGNAL_US) {
+                sgc_cgroup_signal(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
+                sb->killed_us = host_now_us();
+            }
             return 0;
         }
         if (sgc_cgroup_destroy(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb) != 0)

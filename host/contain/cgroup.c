@@ -459,6 +459,26 @@ SGC_API int sgc_cgroup_kill(const char *root, const char *name, char *errbuf, si
     return count;
 }
 
+SGC_API int sgc_cgroup_signal(const char *root, const char *name, char *errbuf, size_t errlen)
+{
+    groups g;
+    if (resolve(root, name, &g, errbuf, errlen))
+        return -1;
+    if (!exists(g.dir[0]))
+        return 0;
+    if (g.kind == SGC_CGROUP_V2 && has_file(g.dir[0], "cgroup.kill")) {
+        int count = scan_listed(g.dir[0], false);
+        return knob(g.dir[0], "cgroup.kill", "1", errbuf, errlen) ? -1 : count;
+    }
+    int count = kill_frozen(&g, errbuf, errlen);
+    for (int i = 0; count == 0 && i < g.n; i++) {   /* no freezer: signal what is listed */
+        int n = scan_listed(g.dir[i], true);
+        if (n > 0)
+            count += n;
+    }
+    return count;
+}
+
 SGC_API int sgc_cgroup_empty(const char *root, const char *name)
 {
     groups g;

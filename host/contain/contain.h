@@ -104,6 +104,10 @@ int sgc_cgroup_rename(const char *root, const char *from, const char *to, char *
  * else freeze, SIGKILL each pid, thaw) — returns the number signalled. */
 int sgc_cgroup_kill(const char *root, const char *name, char *errbuf, size_t errlen);
 
+/* The same signals without the wait: for a daemon's loop thread, which
+ * polls sgc_cgroup_empty and calls this again until the groups are empty. */
+int sgc_cgroup_signal(const char *root, const char *name, char *errbuf, size_t errlen);
+
 /* 1 when no process is left in the group(s). */
 int sgc_cgroup_empty(const char *root, const char *name);
 
