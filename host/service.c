@@ -132,46 +132,68 @@ static void on_kill(rpc_call *c, void *d)
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
-static void on_extend(rpc_call *c, void *d)
+/* ---- calls on one running sandbox ----
+ * Each is decoded, the table locked, the sandbox named by the request's
+ * sandbox_id found (else NOT_FOUND / FAILED_PRECONDITION is answered), and
+ * then the op's fn runs with H.mu held. */
+
+typedef struct sandbox_op {
+    const char *path;
+    const ProtobufCMessageDescriptor *desc;
+    void (*fn)(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m);
+    void (*on_cancel)(void *call);   /* optional: the client went away */
+} sandbox_op;
+
+static const char *sandbox_id_of(const ProtobufCMessage *m)
 {
-    Sandgate__V1__HostExtendRequest *r =
-        UNPACK(Sandgate__V1__HostExtendRequest, sandgate__v1__host_extend_request, c);
-    if (!r)
-        return;
-    pthread_mutex_lock(&H.mu);
-    host_sandbox *sb = lookup(c, r->sandbox_id);
-    if (sb) {
-        if (r->expires_at > sb->expires_ms)
-            sb->expires_ms = r->expires_at;
-        reply_sandbox(c, sb);
-    }
-    pthread_mutex_unlock(&H.mu);
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(m->descriptor, "sandbox_id");
+    return f ? *(const char **)((const char *)m + f->offset) : "";
 }
 
-static void on_create_context(rpc_call *c, void *d)
+static void on_sandbox_op(rpc_call *c, void *data)
 {
-    Sandgate__V1__CreateContextRequest *r =
-        UNPACK(Sandgate__V1__CreateContextRequest, sandgate__v1__create_context_request, c);
-    if (!r)
+    const sandbox_op *op = data;
+    size_t len;
+    const uint8_t *buf = rpc_call_request(c, &len);
+    sg_err err;
+    ProtobufCMessage *m = rpc_unpack(op->desc, buf, len, &err);
+    if (!m) {
+        rpc_call_fail(c, &err);
         return;
+    }
+    /* before the lock: the callback runs at once if already cancelled */
+    if (op->on_cancel)
+        rpc_call_on_cancel(c, op->on_cancel, c);
+    pthread_mutex_lock(&H.mu);
+    host_sandbox *sb = lookup(c, sandbox_id_of(m));
+    if (sb)
+        op->fn(c, sb, m);
+    pthread_mutex_unlock(&H.mu);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+static void do_extend(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
+{
+    const Sandgate__V1__HostExtendRequest *r = (const Sandgate__V1__HostExtendRequest *)m;
+    if (r->expires_at > sb->expires_ms)
+        sb->expires_ms = r->expires_at;
+    reply_sandbox(c, sb);
+}
+
+static void do_create_context(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
+{
+    const Sandgate__V1__CreateContextRequest *r = (const Sandgate__V1__CreateContextRequest *)m;
     if (r->language[0] && strcmp(r->language, "python") != 0) {
         fail(c, SG_EINVAL, "language must be \"python\"");
-        protobuf_c_message_free_unpacked(&r->base, NULL);
         return;
     }
-    pthread_mutex_lock(&H.mu);
-    host_sandbox *sb = lookup(c, r->sandbox_id);
-    if (sb) {
-        char id[32];
-        snprintf(id, sizeof id, "ctx%u", ++sb->ctx_seq);
-        host_ctx *ctx = host_ctx_new(sb, id);
-        ctx->create_call = rpc_call_ref(c);
-        if (host_supervisor_send(sb, "CTX %s", id) != 0)
-            host_ctx_failed(ctx, "cannot reach the sandbox's supervisor");
-    }
-    pthread_mutex_unlock(&H.mu);
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    char id[32];
+    snprintf(id, sizeof id, "ctx%u", ++sb->ctx_seq);
+    host_ctx *ctx = host_ctx_new(sb, id);
+    ctx->create_call = rpc_call_ref(c);
+    if (host_supervisor_send(sb, "CTX %s", id) != 0)
+        host_ctx_failed(ctx, "cannot reach the sandbox's supervisor");
 }
 
 static void cancel_run(void *arg)
@@ -181,36 +203,26 @@ static void cancel_run(void *arg)
     pthread_mutex_unlock(&H.mu);
 }
 
-static void on_run(rpc_call *c, void *d)
+static void do_run(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
 {
-    Sandgate__V1__RunCodeRequest *r =
-        UNPACK(Sandgate__V1__RunCodeRequest, sandgate__v1__run_code_request, c);
-    if (!r)
-        return;
-    rpc_call_on_cancel(c, cancel_run, c);
-    pthread_mutex_lock(&H.mu);
-    host_sandbox *sb = lookup(c, r->sandbox_id);
-    host_ctx *ctx = sb ? host_ctx_find(sb, r->context_id[0] ? r->context_id : "default") : NULL;
-    if (sb && !ctx)
+    Sandgate__V1__RunCodeRequest *r = (Sandgate__V1__RunCodeRequest *)m;
+    host_ctx *ctx = host_ctx_find(sb, r->context_id[0] ? r->context_id : "default");
+    if (!ctx) {
         fail(c, SG_ENOTFOUND, "no such context in this sandbox");
-    if (ctx) {
-        host_run *run = calloc(1, sizeof *run);
-        host_action_init(&run->act, c, r->max_output_bytes, r->timeout_seconds);
-        run->code_len = strlen(r->code);
-        run->code = r->code;   /* steal the string from the message */
-        r->code = NULL;
-        sg_err err;
-        if (host_ctx_submit(ctx, run, &err) != 0) {
-            rpc_call_fail(c, &err);
-            host_action_release(&run->act);
-            free(run->code);
-            free(run);
-        }
+        return;
     }
-    pthread_mutex_unlock(&H.mu);
-    if (!r->code)
-        r->code = (char *)protobuf_c_empty_string;
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    host_run *run = calloc(1, sizeof *run);
+    host_action_init(&run->act, c, r->max_output_bytes, r->timeout_seconds);
+    run->code_len = strlen(r->code);
+    run->code = r->code;   /* steal the string from the message */
+    r->code = (char *)protobuf_c_empty_string;
+    sg_err err;
+    if (host_ctx_submit(ctx, run, &err) != 0) {
+        rpc_call_fail(c, &err);
+        host_action_release(&run->act);
+        free(run->code);
+        free(run);
+    }
 }
 
 static void cancel_exec(void *arg)
@@ -220,77 +232,64 @@ static void cancel_exec(void *arg)
     pthread_mutex_unlock(&H.mu);
 }
 
-static void on_exec(rpc_call *c, void *d)
+static void do_exec(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
 {
-    Sandgate__V1__ExecRequest *r = UNPACK(Sandgate__V1__ExecRequest, sandgate__v1__exec_request, c);
-    if (!r)
-        return;
-    rpc_call_on_cancel(c, cancel_exec, c);
-    pthread_mutex_lock(&H.mu);
-    host_sandbox *sb = lookup(c, r->sandbox_id);
-    if (sb) {
-        host_exec *e;
-        sg_err err;
-        if (host_exec_start(sb, r->command, &e, &err) != 0)
-            rpc_call_fail(c, &err);
-        else
-            host_action_init(&e->act, c, r->max_output_bytes, r->timeout_seconds);
-    }
-    pthread_mutex_unlock(&H.mu);
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    const Sandgate__V1__ExecRequest *r = (const Sandgate__V1__ExecRequest *)m;
+    host_exec *e;
+    sg_err err;
+    if (host_exec_start(sb, r->command, &e, &err) != 0)
+        rpc_call_fail(c, &err);
+    else
+        host_action_init(&e->act, c, r->max_output_bytes, r->timeout_seconds);
 }
 
-static void on_write_file(rpc_call *c, void *d)
+static void do_write_file(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
 {
-    Sandgate__V1__WriteFileRequest *r =
-        UNPACK(Sandgate__V1__WriteFileRequest, sandgate__v1__write_file_request, c);
-    if (!r)
+    const Sandgate__V1__WriteFileRequest *r = (const Sandgate__V1__WriteFileRequest *)m;
+    sg_err err;
+    if (host_file_write(sb, r->path, r->data.data, r->data.len, r->mode, &err) != 0) {
+        rpc_call_fail(c, &err);
         return;
-    pthread_mutex_lock(&H.mu);
-    host_sandbox *sb = lookup(c, r->sandbox_id);
-    if (sb) {
-        sg_err err;
-        if (host_file_write(sb, r->path, r->data.data, r->data.len, r->mode, &err) != 0) {
-            rpc_call_fail(c, &err);
-        } else {
-            Sandgate__V1__WriteFileResponse out;
-            sandgate__v1__write_file_response__init(&out);
-            out.bytes_written = r->data.len;
-            rpc_call_reply(c, &out.base);
-            sb->last_active_ms = host_wall_ms();
-        }
     }
-    pthread_mutex_unlock(&H.mu);
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    Sandgate__V1__WriteFileResponse out;
+    sandgate__v1__write_file_response__init(&out);
+    out.bytes_written = r->data.len;
+    rpc_call_reply(c, &out.base);
+    sb->last_active_ms = host_wall_ms();
 }
 
-static void on_read_file(rpc_call *c, void *d)
+static void do_read_file(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
 {
-    Sandgate__V1__ReadFileRequest *r =
-        UNPACK(Sandgate__V1__ReadFileRequest, sandgate__v1__read_file_request, c);
-    if (!r)
+    const Sandgate__V1__ReadFileRequest *r = (const Sandgate__V1__ReadFileRequest *)m;
+    sg_err err;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    if (host_file_read(sb, r->path, sb->limits.max_file_bytes, &data, &len, &err) != 0) {
+        rpc_call_fail(c, &err);
         return;
-    pthread_mutex_lock(&H.mu);
-    host_sandbox *sb = lookup(c, r->sandbox_id);
-    if (sb) {
-        sg_err err;
-        uint8_t *data = NULL;
-        size_t len = 0;
-        if (host_file_read(sb, r->path, sb->limits.max_file_bytes, &data, &len, &err) != 0) {
-            rpc_call_fail(c, &err);
-        } else {
-            Sandgate__V1__ReadFileResponse out;
-            sandgate__v1__read_file_response__init(&out);
-            out.data.data = data;
-            out.data.len = len;
-            rpc_call_reply(c, &out.base);
-            sb->last_active_ms = host_wall_ms();
-        }
-        free(data);
     }
-    pthread_mutex_unlock(&H.mu);
-    protobuf_c_message_free_unpacked(&r->base, NULL);
+    Sandgate__V1__ReadFileResponse out;
+    sandgate__v1__read_file_response__init(&out);
+    out.data.data = data;
+    out.data.len = len;
+    rpc_call_reply(c, &out.base);
+    sb->last_active_ms = host_wall_ms();
+    free(data);
 }
+
+static const sandbox_op sandbox_ops[] = {
+    {"/sandgate.v1.Host/ExtendSandbox", &sandgate__v1__host_extend_request__descriptor,
+     do_extend, NULL},
+    {"/sandgate.v1.Host/CreateContext", &sandgate__v1__create_context_request__descriptor,
+     do_create_context, NULL},
+    {"/sandgate.v1.Host/RunCode", &sandgate__v1__run_code_request__descriptor, do_run,
+     cancel_run},
+    {"/sandgate.v1.Host/Exec", &sandgate__v1__exec_request__descriptor, do_exec, cancel_exec},
+    {"/sandgate.v1.Host/WriteFile", &sandgate__v1__write_file_request__descriptor,
+     do_write_file, NULL},
+    {"/sandgate.v1.Host/ReadFile", &sandgate__v1__read_file_request__descriptor, do_read_file,
+     NULL},
+};
 
 int host_service_register(rpc_server *srv, sg_err *err)
 {
@@ -302,15 +301,13 @@ int host_service_register(rpc_server *srv, sg_err *err)
         {"/sandgate.v1.Host/GetSandbox", on_get},
         {"/sandgate.v1.Host/ListSandboxes", on_list},
         {"/sandgate.v1.Host/KillSandbox", on_kill},
-        {"/sandgate.v1.Host/ExtendSandbox", on_extend},
-        {"/sandgate.v1.Host/CreateContext", on_create_context},
-        {"/sandgate.v1.Host/RunCode", on_run},
-        {"/sandgate.v1.Host/Exec", on_exec},
-        {"/sandgate.v1.Host/WriteFile", on_write_file},
-        {"/sandgate.v1.Host/ReadFile", on_read_file},
     };
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         if (rpc_server_add_method(srv, methods[i].path, methods[i].fn, NULL, err) != 0)
+            return -1;
+    for (size_t i = 0; i < sizeof sandbox_ops / sizeof sandbox_ops[0]; i++)
+        if (rpc_server_add_method(srv, sandbox_ops[i].path, on_sandbox_op,
+                                  (void *)&sandbox_ops[i], err) != 0)
             return -1;
     return rpc_health_register(srv, "sandgate.v1.Host", err);
 }
