@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/daemon.h"
 #include "gateway/gw.h"
 #include "rpc/health.h"
 
@@ -81,13 +82,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: sandgate --config FILE [--listen ADDR] [--port-file FILE]\n");
         return 2;
     }
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sg_daemon_block_signals(SIGHUP);   /* SIGHUP: the policy watch thread (reload.c) */
 
     policy_errors errs = {0};
     if (config_gateway_load(config, &G.cfg, &errs) != 0) {
@@ -120,21 +115,11 @@ int main(int argc, char **argv)
         grpc_server_credentials_release(creds);
     gw_policy_watch_start();
     rpc_health_set_info("sandgate-policy-sha256", policy_hash_info);
-    if (port_file) {
-        FILE *f = fopen(port_file, "w");
-        if (f) {
-            fprintf(f, "%d\n", port);
-            fclose(f);
-        }
-    }
+    if (sg_daemon_write_port(port_file, port) != 0)
+        fprintf(stderr, "sandgate: cannot write port file %s\n", port_file);
     fprintf(stderr, "sandgate: serving on port %d%s, %zu host(s)\n", port,
             G.mtls ? " (mTLS)" : "", G.n_hosts);
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    int sig;
-    sigwait(&stop, &sig);
+    int sig = sg_daemon_wait_stop();
     fprintf(stderr, "sandgate: signal %d: shutting down\n", sig);
     rpc_health_set_serving(0);
     rpc_server_destroy(G.srv);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/daemon.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
 #include "rpc/health.h"
@@ -178,13 +179,7 @@ int main(int argc, char **argv)
     }
     /* SIGCHLD goes to the loop's signalfd; SIGTERM/INT to sigwait below.
      * Blocked before any thread exists so every thread inherits the mask. */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sg_daemon_block_signals(SIGCHLD);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     if (load_config(config, name, rtdir) != 0)
@@ -215,23 +210,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
     }
-    if (port_file) {
-        FILE *f = fopen(port_file, "w");
-        if (f) {
-            fprintf(f, "%d\n", port);
-            fclose(f);
-        }
-    }
+    if (sg_daemon_write_port(port_file, port) != 0)
+        fprintf(stderr, "sandgate-host: cannot write port file %s\n", port_file);
     fprintf(stderr, "sandgate-host: %s serving on port %d (cgroups: %s)\n", H.cfg.name, port,
             sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V2   ? "v2"
             : sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V1 ? "v1"
                                                                    : "none");
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    int sig;
-    sigwait(&stop, &sig);
+    int sig = sg_daemon_wait_stop();
     fprintf(stderr, "sandgate-host: signal %d: shutting down\n", sig);
     rpc_health_set_serving(0);
     kill_all();
