@@ -37,8 +37,8 @@ static void run_owned(gw_req *r)
     caps(r, req->timeout_seconds, req->max_output_bytes, &lim);
     req->timeout_seconds = lim.action_timeout_s;
     req->max_output_bytes = lim.output_bytes;
-    gw_req_forward(r, "/sandgate.v1.Host/RunCode", NULL, NULL,
-                   (double)lim.action_timeout_s + ACTION_GRACE_S);
+    gw_req_forward_stream(r, "/sandgate.v1.Host/RunCode",
+                          (double)lim.action_timeout_s + ACTION_GRACE_S);
 }
 
 static void on_run(rpc_call *c, void *data)
@@ -55,8 +55,8 @@ static void exec_owned(gw_req *r)
     caps(r, req->timeout_seconds, req->max_output_bytes, &lim);
     req->timeout_seconds = lim.action_timeout_s;
     req->max_output_bytes = lim.output_bytes;
-    gw_req_forward(r, "/sandgate.v1.Host/Exec", NULL, NULL,
-                   (double)lim.action_timeout_s + ACTION_GRACE_S);
+    gw_req_forward_stream(r, "/sandgate.v1.Host/Exec",
+                          (double)lim.action_timeout_s + ACTION_GRACE_S);
 }
 
 static void on_exec(rpc_call *c, void *data)

@@ -1,7 +1,8 @@
 /* forward.c — one public call relayed to a host. The host call is a child
- * of the incoming one (deadline and cancellation propagate); each host
- * message is sent on to the client before the next is read, so a slow
- * client slows the host instead of filling the gateway's memory. */
+ * of the incoming one (deadline and cancellation propagate). Streams: each
+ * host message is sent on to the client before the next is read, so a slow
+ * client slows the host instead of filling the gateway's memory. Unary: one
+ * batch to the host, and the reply and status to the client in one batch. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -11,8 +12,25 @@ typedef struct gw_fwd {
     rpc_call *in;       /* owned ref */
     rpc_fwd *out;       /* owned by rpc_fwd; valid until on_done */
     gw_fwd_opts opts;
-    int failed;
 } gw_fwd;
+
+static const char *host_details(grpc_status_code code, const char *details)
+{
+    /* UNAVAILABLE from the transport means the host is down; say which. */
+    if (code == GRPC_STATUS_UNAVAILABLE && details[0] == 0)
+        return "sandbox host unavailable";
+    return details;
+}
+
+static void fwd_end(gw_fwd *f, grpc_status_code code)
+{
+    if (f->opts.on_done)
+        f->opts.on_done(f->opts.arg, code);
+    rpc_call_unref(f->in);
+    free(f);
+}
+
+/* ---- streams ---- */
 
 static void on_client_sent(void *arg, int ok)
 {
@@ -27,17 +45,6 @@ static void on_host_message(void *arg, rpc_fwd *out, grpc_byte_buffer *bb)
 {
     gw_fwd *f = arg;
     f->out = out;
-    if (f->opts.rewrite) {
-        grpc_byte_buffer *nb = f->opts.rewrite(f->opts.arg, bb);
-        grpc_byte_buffer_destroy(bb);
-        if (!nb) {
-            f->failed = 1;
-            rpc_call_finish(f->in, GRPC_STATUS_INTERNAL, "bad response from host");
-            rpc_fwd_cancel(f->out);
-            return;
-        }
-        bb = nb;
-    }
     if (rpc_call_send(f->in, bb, on_client_sent, f) != 0)
         rpc_fwd_cancel(f->out);
 }
@@ -46,16 +53,28 @@ static void on_host_done(void *arg, grpc_status_code code, const char *details,
                          const grpc_metadata_array *trailing)
 {
     gw_fwd *f = arg;
-    if (!f->failed) {
-        /* UNAVAILABLE from the transport means the host is down; say which. */
-        if (code == GRPC_STATUS_UNAVAILABLE && details[0] == 0)
-            details = "sandbox host unavailable";
-        rpc_call_finish(f->in, code, details);
+    rpc_call_finish(f->in, code, host_details(code, details));
+    fwd_end(f, code);
+}
+
+/* ---- unary ---- */
+
+static void on_host_reply(void *arg, rpc_unary_result *res)
+{
+    gw_fwd *f = arg;
+    grpc_byte_buffer *bb = res->resp;
+    if (bb && f->opts.rewrite) {
+        grpc_byte_buffer *nb = f->opts.rewrite(f->opts.arg, bb);
+        grpc_byte_buffer_destroy(bb);
+        bb = nb;
+        if (!nb) {
+            rpc_call_finish(f->in, GRPC_STATUS_INTERNAL, "bad response from host");
+            fwd_end(f, GRPC_STATUS_INTERNAL);
+            return;
+        }
     }
-    if (f->opts.on_done)
-        f->opts.on_done(f->opts.arg, code);
-    rpc_call_unref(f->in);
-    free(f);
+    rpc_call_finish_msg(f->in, bb, res->code, host_details(res->code, res->details));
+    fwd_end(f, res->code);
 }
 
 void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMessage *req,
@@ -64,16 +83,20 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
     gw_fwd *f = calloc(1, sizeof *f);
     f->in = rpc_call_ref(in);
     f->opts = *opts;
-    static const rpc_fwd_cbs cbs = {on_host_message, on_host_done};
     sg_err err;
-    rpc_fwd *out = rpc_fwd_start(h->channel, rpc_server_cq(rpc_call_server(in)), rpc_call_grpc(in),
-                           method, rpc_deadline_in(opts->timeout_s > 0 ? opts->timeout_s : 30),
-                           NULL, 0, rpc_pack(req), &cbs, f, &err);
-    if (!out) {
+    grpc_completion_queue *cq = rpc_server_cq(rpc_call_server(in));
+    gpr_timespec deadline = rpc_deadline_in(opts->timeout_s > 0 ? opts->timeout_s : 30);
+    int rc;
+    if (opts->stream) {
+        static const rpc_fwd_cbs cbs = {on_host_message, on_host_done};
+        rc = rpc_fwd_start(h->channel, cq, rpc_call_grpc(in), method, deadline, NULL, 0,
+                           rpc_pack(req), &cbs, f, &err) ? 0 : -1;
+    } else {
+        rc = rpc_unary_start(h->channel, cq, rpc_call_grpc(in), method, deadline, NULL, 0,
+                             rpc_pack(req), on_host_reply, f, &err);
+    }
+    if (rc != 0) {
         gw_fail(in, &err);
-        if (f->opts.on_done)
-            f->opts.on_done(f->opts.arg, GRPC_STATUS_INTERNAL);
-        rpc_call_unref(f->in);
-        free(f);
+        fwd_end(f, GRPC_STATUS_INTERNAL);
     }
 }

@@ -49,9 +49,10 @@ void gw_audit(const policy *p, const char *tenant, const char *user, const char 
 
 /* forward.c — relay a call to a host, optionally rewriting each response */
 typedef struct gw_fwd_opts {
-    /* Rewrite one host response into the public one (unary replies). NULL =
-     * relay bytes as they are (streams). Returns a new buffer or NULL to fail
-     * the call with INTERNAL. */
+    int stream;                 /* server-streaming method; else unary (one batch each way) */
+    /* Rewrite the host's unary reply into the public one (unary only). NULL =
+     * relay bytes as they are. Returns a new buffer or NULL to fail the call
+     * with INTERNAL. */
     grpc_byte_buffer *(*rewrite)(void *arg, grpc_byte_buffer *host_msg);
     void (*on_done)(void *arg, grpc_status_code code);   /* optional */
     void *arg;

@@ -39,25 +39,20 @@ static void leg_done(list_op *op, grpc_status_code code)
     free(op);
 }
 
-static void on_leg_msg(void *arg, rpc_fwd *f, grpc_byte_buffer *bb)
-{
-    list_leg *leg = arg;
-    size_t len;
-    uint8_t *buf = rpc_flatten(bb, &len);
-    grpc_byte_buffer_destroy(bb);
-    leg->op->parts[leg->index] = (Sandgate__V1__HostListResponse *)rpc_unpack(
-        &sandgate__v1__host_list_response__descriptor, buf, len, NULL);
-    free(buf);
-    rpc_fwd_next(f);   /* unary: read on to the end of the stream (last: leg may go) */
-}
-
-static void on_leg_done(void *arg, grpc_status_code code, const char *details,
-                        const grpc_metadata_array *trailing)
+static void on_leg_done(void *arg, rpc_unary_result *res)
 {
     list_leg *leg = arg;
     list_op *op = leg->op;
+    if (res->resp) {
+        size_t len;
+        uint8_t *buf = rpc_flatten(res->resp, &len);
+        grpc_byte_buffer_destroy(res->resp);
+        op->parts[leg->index] = (Sandgate__V1__HostListResponse *)rpc_unpack(
+            &sandgate__v1__host_list_response__descriptor, buf, len, NULL);
+        free(buf);
+    }
     free(leg);
-    leg_done(op, code);
+    leg_done(op, res->code);
 }
 
 void gw_list_all(gw_req *r, const char *user, gw_list_done done)
@@ -73,15 +68,15 @@ void gw_list_all(gw_req *r, const char *user, gw_list_done done)
     sandgate__v1__host_list_request__init(&h);
     h.tenant_id = r->id.tenant;
     h.user_id = (char *)(user ? user : "");
-    static const rpc_fwd_cbs cbs = {on_leg_msg, on_leg_done};
     for (size_t i = 0; i < G.n_hosts; i++) {
         list_leg *leg = calloc(1, sizeof *leg);
         leg->op = op;
         leg->index = i;
         sg_err e;
-        if (!rpc_fwd_start(G.hosts[i].channel, rpc_server_cq(rpc_call_server(r->in)),
-                           rpc_call_grpc(r->in), "/sandgate.v1.Host/ListSandboxes",
-                           rpc_deadline_in(10), NULL, 0, rpc_pack(&h.base), &cbs, leg, &e)) {
+        if (rpc_unary_start(G.hosts[i].channel, rpc_server_cq(rpc_call_server(r->in)),
+                            rpc_call_grpc(r->in), "/sandgate.v1.Host/ListSandboxes",
+                            rpc_deadline_in(10), NULL, 0, rpc_pack(&h.base), on_leg_done, leg,
+                            &e) != 0) {
             free(leg);
             leg_done(op, GRPC_STATUS_UNAVAILABLE);
         }

@@ -204,9 +204,9 @@ static void owner_proven(gw_req *r)
     r->next(r);
 }
 
-static void on_owner_msg(void *arg, rpc_fwd *f, grpc_byte_buffer *bb)
+/* The host's record of the sandbox, read for its owner. */
+static void owner_from_host(gw_req *r, grpc_byte_buffer *bb)
 {
-    gw_req *r = arg;
     size_t len;
     uint8_t *buf = rpc_flatten(bb, &len);
     grpc_byte_buffer_destroy(bb);
@@ -222,23 +222,23 @@ static void on_owner_msg(void *arg, rpc_fwd *f, grpc_byte_buffer *bb)
     }
     if (hs)
         protobuf_c_message_free_unpacked(&hs->base, NULL);
-    rpc_fwd_next(f);   /* unary: read on to the end of the stream (last: r may go) */
 }
 
-static void on_owner_done(void *arg, grpc_status_code code, const char *details,
-                          const grpc_metadata_array *trailing)
+static void on_owner_done(void *arg, rpc_unary_result *res)
 {
     gw_req *r = arg;
     sg_err err;
-    if (code == GRPC_STATUS_OK && r->owner_found) {
+    if (res->resp)
+        owner_from_host(r, res->resp);
+    if (res->code == GRPC_STATUS_OK && r->owner_found) {
         owner_proven(r);
         return;
     }
-    if (code == GRPC_STATUS_NOT_FOUND || code == GRPC_STATUS_OK)
+    if (res->code == GRPC_STATUS_NOT_FOUND || res->code == GRPC_STATUS_OK)
         sg_err_set(&err, SG_ENOTFOUND, TENANCY_NOT_FOUND_MSG);
     else
         sg_err_set(&err, SG_EUNAVAIL, "sandbox host %s: %s", r->host->name,
-                   details[0] ? details : "unavailable");
+                   res->details[0] ? res->details : "unavailable");
     gw_req_fail(r, &err);
 }
 
@@ -265,10 +265,9 @@ void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r))
     Sandgate__V1__HostSandboxRef ref;
     sandgate__v1__host_sandbox_ref__init(&ref);
     ref.sandbox_id = (char *)r->sandbox_id;
-    static const rpc_fwd_cbs cbs = {on_owner_msg, on_owner_done};
-    if (!rpc_fwd_start(r->host->channel, rpc_server_cq(rpc_call_server(r->in)), rpc_call_grpc(r->in),
-                       "/sandgate.v1.Host/GetSandbox", rpc_deadline_in(10), NULL, 0,
-                       rpc_pack(&ref.base), &cbs, r, &err))
+    if (rpc_unary_start(r->host->channel, rpc_server_cq(rpc_call_server(r->in)),
+                        rpc_call_grpc(r->in), "/sandgate.v1.Host/GetSandbox", rpc_deadline_in(10),
+                        NULL, 0, rpc_pack(&ref.base), on_owner_done, r, &err) != 0)
         gw_req_fail(r, &err);
 }
 
@@ -285,4 +284,10 @@ void gw_req_forward(gw_req *r, const char *method, const ProtobufCMessage *req,
     gw_fwd_opts o = {.rewrite = rewrite, .on_done = on_forward_done, .arg = r,
                      .timeout_s = timeout_s};
     gw_forward(r->in, r->host, method, req ? req : r->msg, &o);
+}
+
+void gw_req_forward_stream(gw_req *r, const char *method, double timeout_s)
+{
+    gw_fwd_opts o = {.stream = 1, .on_done = on_forward_done, .arg = r, .timeout_s = timeout_s};
+    gw_forward(r->in, r->host, method, r->msg, &o);
 }

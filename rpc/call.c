@@ -68,21 +68,33 @@ static void on_close(void *arg, int ok)
     rpc_call_unref(c);
 }
 
-void rpc_call_dispatch(rpc_call *c)
+/* The close watch (RECV_CLOSE_ON_SERVER) is started only when someone asks
+ * about cancellation (rpc_call_on_cancel); otherwise it rides in the batch
+ * that sends the status. One completion fewer per call: forwarded calls
+ * learn of a cancel through their child call instead. Holds c->mu. */
+static void start_close_watch_locked(rpc_call *c)
 {
-    atomic_store(&c->refs, 3);   /* close watch, pending status, the handler's borrow */
-    if (c->payload) {
-        c->req = rpc_flatten(c->payload, &c->req_len);
-        grpc_byte_buffer_destroy(c->payload);
-        c->payload = NULL;
-    }
+    if (c->close_started)
+        return;
+    c->close_started = 1;
     grpc_op op;
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     op.data.recv_close_on_server.cancelled = &c->cancelled_flag;
     c->close_tag = (rpc_tag){on_close, c};
+    rpc_call_ref(c);
     if (grpc_call_start_batch(c->call, &op, 1, &c->close_tag, NULL) != GRPC_CALL_OK)
-        rpc_call_unref(c);
+        atomic_fetch_sub(&c->refs, 1);   /* never below 1 here: the caller holds one */
+}
+
+void rpc_call_dispatch(rpc_call *c)
+{
+    atomic_store(&c->refs, 2);   /* pending status, the handler's borrow */
+    if (c->payload) {
+        c->req = rpc_flatten(c->payload, &c->req_len);
+        grpc_byte_buffer_destroy(c->payload);
+        c->payload = NULL;
+    }
     c->method->fn(c, c->method->data);
     rpc_call_unref(c);
 }
@@ -135,6 +147,7 @@ void rpc_call_on_cancel(rpc_call *c, void (*cb)(void *arg), void *arg)
     if (!already) {
         c->on_cancel = cb;
         c->cancel_arg = arg;
+        start_close_watch_locked(c);
     }
     pthread_mutex_unlock(&c->mu);
     if (already)
@@ -163,6 +176,11 @@ static void on_sent(void *arg, int ok)
     rpc_out *o = c->inflight;
     c->inflight = NULL;
     c->sending = 0;
+    if (o->with_close) {
+        atomic_store(&c->closed, 1);
+        if (c->cancelled_flag || !ok)
+            atomic_store(&c->cancelled, 1);
+    }
     if (!o->has_status)
         start_next_send_locked(c);
     pthread_mutex_unlock(&c->mu);
@@ -183,7 +201,7 @@ static void start_next_send_locked(rpc_call *c)
     c->head = o->next;
     if (!c->head)
         c->tail = NULL;
-    grpc_op ops[3];
+    grpc_op ops[4];
     memset(ops, 0, sizeof ops);
     size_t n = 0;
     if (!c->md_sent) {
@@ -200,6 +218,12 @@ static void start_next_send_locked(rpc_call *c)
         ops[n].data.send_status_from_server.status_details = &o->details;
         ops[n].data.send_status_from_server.trailing_metadata = o->trailing;
         ops[n++].data.send_status_from_server.trailing_metadata_count = o->n_trailing;
+        if (!c->close_started) {
+            c->close_started = 1;
+            o->with_close = 1;
+            ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+            ops[n++].data.recv_close_on_server.cancelled = &c->cancelled_flag;
+        }
     }
     c->inflight = o;
     c->sending = 1;
@@ -290,14 +314,19 @@ int rpc_call_finish(rpc_call *c, grpc_status_code code, const char *msg)
     return rpc_call_finish_md(c, code, msg, NULL, 0);
 }
 
-int rpc_call_reply(rpc_call *c, const ProtobufCMessage *m)
+int rpc_call_finish_msg(rpc_call *c, grpc_byte_buffer *bb, grpc_status_code code, const char *msg)
 {
     rpc_out *o = calloc(1, sizeof *o);
-    o->msg = rpc_pack(m);
+    o->msg = bb;
     o->has_status = 1;
-    o->code = GRPC_STATUS_OK;
-    o->details = grpc_empty_slice();
+    o->code = code;
+    o->details = msg && msg[0] ? grpc_slice_from_copied_string(msg) : grpc_empty_slice();
     return enqueue(c, o);
+}
+
+int rpc_call_reply(rpc_call *c, const ProtobufCMessage *m)
+{
+    return rpc_call_finish_msg(c, rpc_pack(m), GRPC_STATUS_OK, NULL);
 }
 
 int rpc_call_fail(rpc_call *c, const sg_err *e)

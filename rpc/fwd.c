@@ -2,6 +2,8 @@
  * host). It completes on the server's queue, carries the parent's deadline
  * and cancellation (GRPC_PROPAGATE_DEFAULTS), and reads one message at a
  * time so a slow client slows the backend instead of growing a buffer.
+ * Unary calls (rpc_unary_start) skip all that: every op goes in one batch,
+ * one completion per call, which is most of a forwarded call's cost.
  *
  * Lifetime: one ref per batch in flight plus one until on_done has run (the
  * user may call rpc_fwd_next/cancel until then); on_done runs once, when the
@@ -183,6 +185,16 @@ grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *c
     return ch;
 }
 
+static grpc_call *call_create(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *parent,
+                              const char *method, gpr_timespec deadline)
+{
+    void *h = registered(ch, method);
+    uint32_t mask = parent ? GRPC_PROPAGATE_DEFAULTS : 0;
+    return h ? grpc_channel_create_registered_call(ch, parent, mask, cq, h, deadline, NULL)
+             : grpc_channel_create_call(ch, parent, mask, cq, grpc_slice_from_static_string(method),
+                                        NULL, deadline, NULL);
+}
+
 rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *parent,
                        const char *method, gpr_timespec deadline, const grpc_metadata *md,
                        size_t n_md, grpc_byte_buffer *req, const rpc_fwd_cbs *cbs, void *arg,
@@ -196,12 +208,7 @@ rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *p
     grpc_metadata_array_init(&f->init_md);
     grpc_metadata_array_init(&f->trailing);
     pthread_mutex_init(&f->mu, NULL);
-    void *h = registered(ch, method);
-    uint32_t mask = parent ? GRPC_PROPAGATE_DEFAULTS : 0;
-    f->call = h ? grpc_channel_create_registered_call(ch, parent, mask, cq, h, deadline, NULL)
-                : grpc_channel_create_call(ch, parent, mask, cq,
-                                           grpc_slice_from_static_string(method), NULL, deadline,
-                                           NULL);
+    f->call = call_create(ch, cq, parent, method, deadline);
     if (!f->call) {
         grpc_byte_buffer_destroy(req);
         pthread_mutex_destroy(&f->mu);
@@ -234,4 +241,96 @@ rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *p
     rpc_fwd_next(f);
     fwd_unref(f);
     return f;
+}
+
+/* ---- unary: one batch ---- */
+
+typedef struct rpc_unary {
+    grpc_call *call;
+    rpc_unary_done done;
+    void *arg;
+    grpc_byte_buffer *req;            /* owned until the batch completes */
+    grpc_byte_buffer *resp;
+    grpc_metadata_array init_md, trailing;
+    grpc_status_code status;
+    grpc_slice details;
+    rpc_tag tag;
+} rpc_unary;
+
+static void unary_free(rpc_unary *u)
+{
+    grpc_call_unref(u->call);
+    grpc_byte_buffer_destroy(u->req);
+    if (u->resp)
+        grpc_byte_buffer_destroy(u->resp);
+    grpc_metadata_array_destroy(&u->init_md);
+    grpc_metadata_array_destroy(&u->trailing);
+    grpc_slice_unref(u->details);
+    free(u);
+}
+
+static void on_unary(void *arg, int ok)
+{
+    rpc_unary *u = arg;
+    char details[1024];
+    size_t n = GRPC_SLICE_LENGTH(u->details);
+    if (n >= sizeof details)
+        n = sizeof details - 1;
+    memcpy(details, GRPC_SLICE_START_PTR(u->details), n);
+    details[n] = 0;
+    /* A batch with RECV_STATUS_ON_CLIENT always completes ok; the status says
+     * what happened. A message without OK is dropped, as a client would. */
+    rpc_unary_result r = {.code = ok ? u->status : GRPC_STATUS_UNAVAILABLE,
+                          .details = details, .trailing = &u->trailing};
+    if (r.code == GRPC_STATUS_OK) {
+        r.resp = u->resp;
+        u->resp = NULL;
+    }
+    u->done(u->arg, &r);
+    unary_free(u);
+}
+
+int rpc_unary_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *parent,
+                    const char *method, gpr_timespec deadline, const grpc_metadata *md,
+                    size_t n_md, grpc_byte_buffer *req, rpc_unary_done done, void *arg,
+                    sg_err *err)
+{
+    rpc_unary *u = calloc(1, sizeof *u);
+    u->done = done;
+    u->arg = arg;
+    u->req = req;
+    u->details = grpc_empty_slice();
+    grpc_metadata_array_init(&u->init_md);
+    grpc_metadata_array_init(&u->trailing);
+    u->call = call_create(ch, cq, parent, method, deadline);
+    if (!u->call) {
+        grpc_byte_buffer_destroy(req);
+        grpc_metadata_array_destroy(&u->init_md);
+        grpc_metadata_array_destroy(&u->trailing);
+        free(u);
+        return sg_err_set(err, SG_EINTERNAL, "grpc_channel_create_call(%s) failed", method);
+    }
+    grpc_op ops[6];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = n_md;
+    ops[0].data.send_initial_metadata.metadata = (grpc_metadata *)md;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = req;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &u->init_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &u->resp;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &u->trailing;
+    ops[5].data.recv_status_on_client.status = &u->status;
+    ops[5].data.recv_status_on_client.status_details = &u->details;
+    u->tag = (rpc_tag){on_unary, u};
+    grpc_call_error e = grpc_call_start_batch(u->call, ops, 6, &u->tag, NULL);
+    if (e != GRPC_CALL_OK) {
+        unary_free(u);
+        return sg_err_set(err, SG_EINTERNAL, "grpc_call_start_batch(%s): error %d", method, e);
+    }
+    return 0;
 }

@@ -25,6 +25,7 @@ typedef struct rpc_out {
     grpc_slice details;               /* owned */
     grpc_metadata *trailing;          /* owned, with owned slices */
     size_t n_trailing;
+    int with_close;                   /* the batch carries RECV_CLOSE_ON_SERVER */
 } rpc_out;
 
 struct rpc_call {
@@ -40,6 +41,7 @@ struct rpc_call {
 
     rpc_tag new_tag;                  /* request_registered_call completed */
     rpc_tag close_tag;                /* RECV_CLOSE_ON_SERVER completed */
+    int close_started;                /* under mu: the close watch is on the wire */
     int cancelled_flag;               /* written by grpc at close */
     atomic_int closed;
     atomic_int cancelled;
@@ -56,7 +58,7 @@ struct rpc_call {
 };
 
 rpc_call *rpc_call_new(rpc_server *s, rpc_method *m);
-/* A new call arrived: start watching for close, run the handler. */
+/* A new call arrived: run the handler. */
 void rpc_call_dispatch(rpc_call *c);
 void rpc_call_free_unstarted(rpc_call *c);
 

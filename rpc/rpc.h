@@ -66,6 +66,8 @@ rpc_server *rpc_call_server(rpc_call *c);
 /* First value of an auth-context property (e.g. GRPC_PEER_SPIFFE_ID_PROPERTY_NAME)
  * into buf; 0 on success, -1 if absent. */
 int rpc_call_auth_property(rpc_call *c, const char *name, char *buf, size_t len);
+/* Nonzero once the call is known cancelled: known only after rpc_call_on_cancel
+ * was registered or the status went out (the close watch starts then). */
 int rpc_call_cancelled(rpc_call *c);
 /* cb runs once, on a loop thread, when the client cancels or the call ends
  * abnormally; immediately if that already happened. */
@@ -80,6 +82,8 @@ int rpc_call_send_msg(rpc_call *c, const ProtobufCMessage *m);
 int rpc_call_finish(rpc_call *c, grpc_status_code code, const char *msg);
 int rpc_call_finish_md(rpc_call *c, grpc_status_code code, const char *msg,
                        const grpc_metadata *trailing, size_t n_trailing);
+/* A message (may be NULL; ownership taken) and the status in one batch. */
+int rpc_call_finish_msg(rpc_call *c, grpc_byte_buffer *bb, grpc_status_code code, const char *msg);
 /* Reply + OK in one batch (unary). */
 int rpc_call_reply(rpc_call *c, const ProtobufCMessage *m);
 /* Finish with the status that matches an sg_err. */
@@ -120,6 +124,22 @@ rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *p
                        sg_err *err);
 void rpc_fwd_next(rpc_fwd *f);
 void rpc_fwd_cancel(rpc_fwd *f);
+
+/* ---- outgoing unary call: every op in one batch, one completion ---- */
+typedef struct rpc_unary_result {
+    grpc_status_code code;
+    const char *details;                  /* NUL-terminated, borrowed */
+    const grpc_metadata_array *trailing;  /* borrowed */
+    grpc_byte_buffer *resp;               /* the callback owns it; NULL unless OK */
+} rpc_unary_result;
+typedef void (*rpc_unary_done)(void *arg, rpc_unary_result *r);
+
+/* As rpc_fwd_start, for a unary method: done runs exactly once, on a thread
+ * of cq, unless this returns -1 (then req is freed and done never runs). */
+int rpc_unary_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *parent,
+                    const char *method, gpr_timespec deadline, const grpc_metadata *md,
+                    size_t n_md, grpc_byte_buffer *req, rpc_unary_done done, void *arg,
+                    sg_err *err);
 
 /* ---- blocking calls ---- */
 typedef struct rpc_status {
