@@ -38,6 +38,16 @@ static grpc_byte_buffer *to_public_sandbox(void *arg, grpc_byte_buffer *bb)
     return out;
 }
 
+/* HostSandbox -> public Sandbox by lifting field `sandbox` out of the wire
+ * bytes: Get and Extend do not change the owner (the call was just proven
+ * to come from it), so there is nothing to decode. */
+static grpc_byte_buffer *host_sandbox_unwrap(void *arg, grpc_byte_buffer *bb)
+{
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(
+        &sandgate__v1__host_sandbox__descriptor, "sandbox");
+    return rpc_wire_submessage(bb, f->id);
+}
+
 /* ---- CreateSandbox ---- */
 
 typedef struct create_parts {
@@ -266,7 +276,7 @@ static void get_owned(gw_req *r)
     Sandgate__V1__HostSandboxRef ref;
     sandgate__v1__host_sandbox_ref__init(&ref);
     ref.sandbox_id = (char *)r->sandbox_id;
-    gw_req_forward(r, "/sandgate.v1.Host/GetSandbox", &ref.base, to_public_sandbox, 10);
+    gw_req_forward(r, "/sandgate.v1.Host/GetSandbox", &ref.base, host_sandbox_unwrap, 10);
 }
 
 static void on_get(rpc_call *c, void *data)
@@ -305,7 +315,7 @@ static void extend_owned(gw_req *r)
     sandgate__v1__host_extend_request__init(&h);
     h.sandbox_id = (char *)r->sandbox_id;
     h.expires_at = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)lim.ttl_s * 1000;
-    gw_req_forward(r, "/sandgate.v1.Host/ExtendSandbox", &h.base, to_public_sandbox, 10);
+    gw_req_forward(r, "/sandgate.v1.Host/ExtendSandbox", &h.base, host_sandbox_unwrap, 10);
 }
 
 static void on_extend(rpc_call *c, void *data)

@@ -97,6 +97,12 @@ ProtobufCMessage *rpc_unpack(const ProtobufCMessageDescriptor *d, const uint8_t 
                              size_t len, sg_err *err);
 /* Flatten a received buffer into a new malloc'd copy. */
 uint8_t *rpc_flatten(grpc_byte_buffer *bb, size_t *len);
+/* Where length-delimited field `field` of a serialized message lies
+ * ([*off, *off + *n) of buf); -1 if it is absent, appears twice, or the
+ * bytes are not well-formed wire format. Nothing is decoded. */
+int rpc_wire_field(const uint8_t *buf, size_t len, uint32_t field, size_t *off, size_t *n);
+/* A new buffer holding just that field's bytes (an embedded message), or NULL. */
+grpc_byte_buffer *rpc_wire_submessage(grpc_byte_buffer *bb, uint32_t field);
 
 /* ---- status ---- */
 grpc_status_code rpc_status_from_err(int sg_code);

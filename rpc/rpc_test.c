@@ -1,8 +1,10 @@
 /* rpc_test.c — the rpc library against itself on loopback: unary and
  * server-streaming calls, a stream sent from another thread, UNIMPLEMENTED
  * for unknown methods, the message-size limit, deadlines reaching the
- * handler as a cancel, and a forwarder (rpc_fwd with a parent call) whose
- * client's cancel reaches the backend. Messages are OutputChunk {bytes}. */
+ * handler as a cancel, and a forwarder (rpc_unary_start for unary methods,
+ * rpc_fwd for streams, both with a parent call) that keeps the backend's
+ * status and whose client's cancel reaches the backend; the wire-format
+ * field scan. Messages are OutputChunk {bytes}. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -77,6 +79,12 @@ static void slow_cancel(void *arg)
     rpc_call_finish(arg, GRPC_STATUS_CANCELLED, "cancelled");
 }
 
+/* Always fails, with details the forwarder must carry through. */
+static void on_fail(rpc_call *c, void *d)
+{
+    rpc_call_finish(c, GRPC_STATUS_NOT_FOUND, "no such thing: 42");
+}
+
 /* Never answers on its own: only the client's deadline or cancel ends it. */
 static void on_slow(rpc_call *c, void *d)
 {
@@ -104,6 +112,35 @@ static void relay_done(void *arg, grpc_status_code code, const char *details,
     free(r);
 }
 
+static grpc_byte_buffer *request_copy(rpc_call *c)
+{
+    size_t len;
+    const uint8_t *buf = rpc_call_request(c, &len);
+    grpc_slice s = grpc_slice_from_copied_buffer((const char *)buf, len);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    return bb;
+}
+
+static void relay_unary_done(void *arg, rpc_unary_result *res)
+{
+    rpc_call *in = arg;
+    rpc_call_finish_msg(in, res->resp, res->code, res->details);
+    rpc_call_unref(in);
+}
+
+static void on_relay_unary(rpc_call *c, void *d)
+{
+    sg_err err;
+    rpc_call *in = rpc_call_ref(c);
+    if (rpc_unary_start(to_backend, rpc_server_cq(rpc_call_server(c)), rpc_call_grpc(c),
+                        (const char *)d, rpc_deadline_in(30), NULL, 0, request_copy(c),
+                        relay_unary_done, in, &err) != 0) {
+        rpc_call_fail(c, &err);
+        rpc_call_unref(in);
+    }
+}
+
 static void on_relay(rpc_call *c, void *d)
 {
     relay *r = calloc(1, sizeof *r);
@@ -129,13 +166,17 @@ static rpc_server *start(int *port, int is_proxy)
     rpc_server *s = rpc_server_create(2, &err);
     assert_non_null(s);
     if (is_proxy) {
-        assert_int_equal(rpc_server_add_method(s, "/t.T/Echo", on_relay, "/t.T/Echo", &err), 0);
+        assert_int_equal(rpc_server_add_method(s, "/t.T/Echo", on_relay_unary, "/t.T/Echo", &err), 0);
+        assert_int_equal(rpc_server_add_method(s, "/t.T/EchoS", on_relay, "/t.T/Echo", &err), 0);
         assert_int_equal(rpc_server_add_method(s, "/t.T/Stream", on_relay, "/t.T/Stream", &err), 0);
-        assert_int_equal(rpc_server_add_method(s, "/t.T/Slow", on_relay, "/t.T/Slow", &err), 0);
+        assert_int_equal(rpc_server_add_method(s, "/t.T/Slow", on_relay_unary, "/t.T/Slow", &err), 0);
+        assert_int_equal(rpc_server_add_method(s, "/t.T/SlowS", on_relay, "/t.T/Slow", &err), 0);
+        assert_int_equal(rpc_server_add_method(s, "/t.T/Fail", on_relay_unary, "/t.T/Fail", &err), 0);
     } else {
         assert_int_equal(rpc_server_add_method(s, "/t.T/Echo", on_echo, NULL, &err), 0);
         assert_int_equal(rpc_server_add_method(s, "/t.T/Stream", on_stream, NULL, &err), 0);
         assert_int_equal(rpc_server_add_method(s, "/t.T/Slow", on_slow, NULL, &err), 0);
+        assert_int_equal(rpc_server_add_method(s, "/t.T/Fail", on_fail, NULL, &err), 0);
     }
     assert_int_equal(rpc_server_listen(s, "127.0.0.1:0", NULL, port, &err), 0);
     assert_int_equal(rpc_server_start(s, &err), 0);
@@ -172,14 +213,14 @@ static void chunk(Sandgate__V1__OutputChunk *m, const char *s, size_t n)
     m->data.len = n;
 }
 
-static void unary_on(grpc_channel *ch)
+static void unary_on_method(grpc_channel *ch, const char *method)
 {
     Sandgate__V1__OutputChunk req;
     chunk(&req, "hello\0world", 11);
     uint8_t *resp;
     size_t len;
     rpc_status st;
-    assert_int_equal(rpc_blocking_unary(ch, "/t.T/Echo", NULL, 0, 5, &req.base, &resp, &len, &st), 0);
+    assert_int_equal(rpc_blocking_unary(ch, method, NULL, 0, 5, &req.base, &resp, &len, &st), 0);
     assert_int_equal(st.code, GRPC_STATUS_OK);
     Sandgate__V1__OutputChunk *out = decode(resp, len);
     assert_int_equal(out->data.len, 11);
@@ -188,8 +229,26 @@ static void unary_on(grpc_channel *ch)
     free(resp);
 }
 
-static void test_unary(void **s) { unary_on(to_backend); }
-static void test_unary_through_forwarder(void **s) { unary_on(to_proxy); }
+static void test_unary(void **s) { unary_on_method(to_backend, "/t.T/Echo"); }
+static void test_unary_through_forwarder(void **s) { unary_on_method(to_proxy, "/t.T/Echo"); }
+/* A unary method relayed by the streaming forwarder works too. */
+static void test_unary_through_stream_forwarder(void **s)
+{
+    unary_on_method(to_proxy, "/t.T/EchoS");
+}
+
+static void test_status_through_forwarder(void **s)
+{
+    Sandgate__V1__OutputChunk req;
+    chunk(&req, "x", 1);
+    uint8_t *resp = NULL;
+    size_t len;
+    rpc_status st;
+    assert_int_equal(rpc_blocking_unary(to_proxy, "/t.T/Fail", NULL, 0, 5, &req.base, &resp, &len, &st), 0);
+    assert_int_equal(st.code, GRPC_STATUS_NOT_FOUND);
+    assert_string_equal(st.details, "no such thing: 42");
+    assert_null(resp);
+}
 
 typedef struct seen {
     int n;
@@ -267,7 +326,7 @@ static void test_deadline_cancels_handler(void **s)
 
 /* The client's deadline ends the proxy's call; propagation must end the
  * proxy's child call at the backend too. */
-static void test_cancel_propagates_through_forwarder(void **s)
+static void cancel_propagates(const char *method)
 {
     slow_cancelled = 0;
     Sandgate__V1__OutputChunk req;
@@ -275,11 +334,47 @@ static void test_cancel_propagates_through_forwarder(void **s)
     uint8_t *resp;
     size_t len;
     rpc_status st;
-    rpc_blocking_unary(to_proxy, "/t.T/Slow", NULL, 0, 0.3, &req.base, &resp, &len, &st);
+    rpc_blocking_unary(to_proxy, method, NULL, 0, 0.3, &req.base, &resp, &len, &st);
     assert_int_equal(st.code, GRPC_STATUS_DEADLINE_EXCEEDED);
     for (int i = 0; i < 200 && !slow_cancelled; i++)
         usleep(10000);
     assert_true(slow_cancelled);
+}
+
+static void test_cancel_propagates_through_forwarder(void **s) { cancel_propagates("/t.T/Slow"); }
+static void test_cancel_propagates_through_stream_forwarder(void **s)
+{
+    cancel_propagates("/t.T/SlowS");
+}
+
+/* rpc_wire_field: where field 1 lies, or -1, over well-formed and broken bytes. */
+static void test_wire_field(void **s)
+{
+    static const struct {
+        const char *name;
+        const uint8_t bytes[16];
+        size_t len;
+        int rc;
+        size_t off, n;
+    } cases[] = {
+        {"field 1 alone", {0x0a, 0x02, 'h', 'i'}, 4, 0, 2, 2},
+        {"fixed32 cut short after varint, fixed64", {0x10, 0x96, 0x01, 0x19, 1, 2, 3, 4, 5, 6, 7, 8, 0x25, 1, 2, 3}, 16, -1, 0, 0},
+        {"after other fields", {0x10, 0x96, 0x01, 0x12, 0x01, 'x', 0x0a, 0x01, 'y'}, 9, 0, 8, 1},
+        {"empty field 1", {0x0a, 0x00}, 2, 0, 2, 0},
+        {"absent", {0x12, 0x01, 'x'}, 3, -1, 0, 0},
+        {"twice (would merge)", {0x0a, 0x00, 0x0a, 0x00}, 4, -1, 0, 0},
+        {"length past the end", {0x0a, 0x05, 'h', 'i'}, 4, -1, 0, 0},
+        {"truncated varint", {0x10, 0x96}, 2, -1, 0, 0},
+        {"truncated fixed32", {0x25, 1, 2}, 3, -1, 0, 0},
+        {"group wire type", {0x0b, 0x0c}, 2, -1, 0, 0},
+        {"empty message", {0}, 0, -1, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t off = 99, n = 99;
+        int rc = rpc_wire_field(cases[i].bytes, cases[i].len, 1, &off, &n);
+        if (rc != cases[i].rc || (rc == 0 && (off != cases[i].off || n != cases[i].n)))
+            fail_msg("%s: rc %d off %zu n %zu", cases[i].name, rc, off, n);
+    }
 }
 
 static void *parallel_client(void *arg)
@@ -303,12 +398,16 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unary),
         cmocka_unit_test(test_unary_through_forwarder),
+        cmocka_unit_test(test_unary_through_stream_forwarder),
+        cmocka_unit_test(test_status_through_forwarder),
         cmocka_unit_test(test_stream),
         cmocka_unit_test(test_stream_through_forwarder),
         cmocka_unit_test(test_unknown_method_is_unimplemented),
         cmocka_unit_test(test_message_over_limit),
         cmocka_unit_test(test_deadline_cancels_handler),
         cmocka_unit_test(test_cancel_propagates_through_forwarder),
+        cmocka_unit_test(test_cancel_propagates_through_stream_forwarder),
+        cmocka_unit_test(test_wire_field),
         cmocka_unit_test(test_many_concurrent_streams),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
