@@ -12,6 +12,10 @@
  *   --pss LIST      also measure idle PSS with these counts of idle
  *                   sandboxes, e.g. 1,10,50 (the daemons must run on this
  *                   machine; reads cgroup.procs and /proc/<pid>/smaps_rollup)
+ *   --host-pid P    with --pss: also sum PSS over the host daemon's whole
+ *                   process tree (zygotes, warm pool, sandboxes) before and
+ *                   with the idle sandboxes: what each added sandbox really
+ *                   costs the machine, template and pool included
  *   --cold N        also time N cold starts: fork+exec of
  *                   /usr/bin/python3 -c "import numpy, pandas" (what a create
  *                   would cost with no zygote, before any isolation)
@@ -19,6 +23,7 @@
  * Latency is wall time of the CreateSandbox RPC as the client sees it
  * (gateway + host + zygote + the sandbox reporting its default context).
  * Kill latency is reported too but is not the target. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,9 +213,53 @@ static long sandbox_pss(const char *id, int *nproc)
     return -1;
 }
 
-static void pss(conn *c, const char *list)
+/* Sum of Pss over pid root's descendants (not root itself), in KiB. */
+static long tree_pss(int root)
+{
+    enum { MAXP = 1 << 16 };
+    static int ppid_of[MAXP];
+    memset(ppid_of, 0, sizeof ppid_of);
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0 || pid >= MAXP)
+            continue;
+        char path[64], line[512];
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        const char *rp;
+        if (fgets(line, sizeof line, f) && (rp = strrchr(line, ')')))
+            sscanf(rp + 1, " %*c %d", &ppid_of[pid]);
+        fclose(f);
+    }
+    closedir(d);
+    long sum = 0;
+    for (int pid = 1; pid < MAXP; pid++) {
+        int a = ppid_of[pid], hops = 0;
+        while (a > 1 && a != root && hops++ < 64)
+            a = a < MAXP ? ppid_of[a] : 0;
+        if (a != root)
+            continue;
+        char s[16];
+        snprintf(s, sizeof s, "%d", pid);
+        long v = pss_kib(s);
+        if (v > 0)
+            sum += v;
+    }
+    return sum;
+}
+
+static void pss(conn *c, const char *list, int host_pid)
 {
     char *copy = strdup(list), *save = NULL;
+    long base = host_pid > 0 ? tree_pss(host_pid) : -1;
+    if (base >= 0)
+        printf("host tree PSS with no sandbox (zygote + warm pool): %.1f MiB\n", base / 1024.0);
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int k = atoi(tok);
         if (k <= 0)
@@ -241,6 +290,10 @@ static void pss(conn *c, const char *list)
             printf("idle PSS, %2d sandboxes: mean %.2f MiB/sandbox  median %.2f  max %.2f  "
                    "(%.1f processes/sandbox, total %.1f MiB)\n",
                    nv, total / nv, pct(v, nv, 50), v[nv - 1], (double)procs / nv, total);
+            long all = base >= 0 ? tree_pss(host_pid) : -1;
+            if (all >= 0)
+                printf("  host tree PSS %.1f MiB: %.2f MiB per added idle sandbox\n",
+                       all / 1024.0, (all - base) / 1024.0 / nv);
         } else {
             printf("idle PSS, %d sandboxes: no cgroup.procs readable (daemons elsewhere?)\n",
                    made);
@@ -279,7 +332,7 @@ int main(int argc, char **argv)
 {
     const char *addr = getenv("SANDGATE_ADDR"), *key = getenv("SANDGATE_API_KEY");
     const char *mode = "both", *pss_list = NULL;
-    int n = 200, pause_ms = 100, n_cold = 0;
+    int n = 200, pause_ms = 100, n_cold = 0, host_pid = 0;
     conn c = {.user = "bench-user", .template_ = "code-interpreter"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -296,10 +349,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--user")) c.user = v;
         else if (!strcmp(a, "--pss")) pss_list = v;
         else if (!strcmp(a, "--cold")) n_cold = atoi(v);
+        else if (!strcmp(a, "--host-pid")) host_pid = atoi(v);
         else {
             fprintf(stderr, "usage: bench_create --addr HOST:PORT --key KEY [-n N] "
                             "[--mode b2b|paced|both] [--pause-ms P] [--template T] "
-                            "[--pss 1,10,50] [--cold N]\n");
+                            "[--pss 1,10,50 [--host-pid P]] [--cold N]\n");
             return 2;
         }
         i++;
@@ -331,7 +385,7 @@ int main(int argc, char **argv)
         rc |= run(&c, n, pause_ms, label);
     }
     if (pss_list)
-        pss(&c, pss_list);
+        pss(&c, pss_list, host_pid);
     if (n_cold > 0)
         cold(n_cold);
     grpc_channel_destroy(c.ch);

@@ -355,6 +355,16 @@ if want 4; then
     mean=$(kv "$ps_line" mean_mib)
     row 4 "idle PSS per sandbox, mean (median / max; procs per sandbox)" \
       "$(fmt "$mean" 2) MiB ($(fmt "$(kv "$ps_line" median_mib)" 2) / $(fmt "$(kv "$ps_line" max_mib)" 2); $(kv "$ps_line" procs_per_sandbox))" "≤ 10 MiB" "$(check "$mean" le 10)"
+    # How many idle sandboxes fit: by what they use (memory available before
+    # the scale run ÷ mean PSS), by what the default limits let each one take
+    # (MemTotal ÷ the policy's 512 MiB memory limit, 128 pids of pid_max),
+    # and the host's own cap (deploy/local/host.yaml max_sandboxes).
+    mem_total_kib=$(awk '/MemTotal/ {print $2}' /proc/meminfo)
+    max_sb=$(awk '/^max_sandboxes:/ {print $2}' "$repo/deploy/local/host.yaml")
+    fit_use=$(awk -v a="$mem_kib" -v m="$mean" 'BEGIN{if (m > 0) printf "%d", a / 1024 / m}')
+    fit_lim=$(awk -v t="$mem_total_kib" -v p="$pid_max" 'BEGIN{a = int(t / 1024 / 512); b = int(p / 128); printf "%d", (a < b ? a : b)}')
+    row 4 "idle sandboxes that fit: by use (MemAvailable ÷ PSS) / at the default limits (512 MiB, 128 pids each, not overcommitted) / host cap" \
+      "$(fmt "$fit_use" 0) / $(fmt "$fit_lim" 0) / ${max_sb:-n/a}" "" ""
     "$load" teardown --addr "$gw" --key "$key" --ids "$work/ids" >/dev/null 2>&1 || true
   fi
 fi
