@@ -49,22 +49,26 @@ void rpc_call_unref(rpc_call *c)
         call_free(c);
 }
 
+/* The close watch completed (alone, or inside the status batch). Not under mu. */
+static void call_closed(rpc_call *c, int cancelled)
+{
+    atomic_store(&c->closed, 1);
+    if (!cancelled)
+        return;
+    atomic_store(&c->cancelled, 1);
+    pthread_mutex_lock(&c->mu);
+    void (*cb)(void *) = c->on_cancel;
+    void *cb_arg = c->cancel_arg;
+    c->on_cancel = NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (cb)
+        cb(cb_arg);
+}
+
 static void on_close(void *arg, int ok)
 {
     rpc_call *c = arg;
-    atomic_store(&c->closed, 1);
-    if (c->cancelled_flag || !ok) {
-        atomic_store(&c->cancelled, 1);
-        void (*cb)(void *);
-        void *cb_arg;
-        pthread_mutex_lock(&c->mu);
-        cb = c->on_cancel;
-        cb_arg = c->cancel_arg;
-        c->on_cancel = NULL;
-        pthread_mutex_unlock(&c->mu);
-        if (cb)
-            cb(cb_arg);
-    }
+    call_closed(c, c->cancelled_flag || !ok);
     rpc_call_unref(c);
 }
 
@@ -176,14 +180,11 @@ static void on_sent(void *arg, int ok)
     rpc_out *o = c->inflight;
     c->inflight = NULL;
     c->sending = 0;
-    if (o->with_close) {
-        atomic_store(&c->closed, 1);
-        if (c->cancelled_flag || !ok)
-            atomic_store(&c->cancelled, 1);
-    }
     if (!o->has_status)
         start_next_send_locked(c);
     pthread_mutex_unlock(&c->mu);
+    if (o->with_close)
+        call_closed(c, c->cancelled_flag || !ok);
     if (o->on_sent)
         o->on_sent(o->sent_arg, ok);
     int had_status = o->has_status;
