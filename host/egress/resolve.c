@@ -1,7 +1,7 @@
 /* resolve.c — name lookup for the egress proxy: a hosts-style override file
  * (read on every lookup, so tests can change it between cases) first, then
  * getaddrinfo unless the proxy runs hosts-only. Blocking: called only from
- * the proxy's resolver threads (proxy.c), never from a loop thread. */
+ * the proxy's resolver threads (lookup.c), never from a loop thread. */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
