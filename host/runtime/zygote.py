@@ -65,6 +65,7 @@ def main(argv):
     for name in _RUNTIME_PRELOAD + tuple(
             m.strip() for m in args.preload.split(",") if m.strip()):
         importlib.import_module(name)
+    _warm()
     prctl.set_child_subreaper()
     ctl = socket.socket(fileno=args.control_fd)
     os.set_inheritable(args.control_fd, False)
@@ -73,10 +74,127 @@ def main(argv):
     # keeps the children's GC from writing to (and so copying) those pages.
     gc.collect()
     gc.freeze()
+    # Twice: the first pass's own garbage leaves a few (clustered) holes.
+    _plug_holes()
+    _plug_holes()
     sys.stdout.flush()
     sys.stderr.flush()
     frames.send_message(ctl, "HELLO %d" % os.getpid())
     _serve(ctl, args.control_fd, contain)
+
+
+def _warm(rounds=100):
+    """Walk, here, the runtime paths every sandbox walks (parsing CREATE and
+    ACTIVATE, frames, re-seeding, a notebook cell, a context's warm-up and
+    activation, the supervisor's activation), often enough that Python
+    3.11 has quickened and specialised their code: those writes to code
+    objects then happen once in the zygote instead of copying the pages in
+    every sandbox process. Nothing of it stays: the scratch notebook, cells
+    and sockets are dropped; children re-seed anyway."""
+    import json
+    import notebook
+    import reseed
+    import streams
+    main = sys.modules.get("__main__")
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    r, w = os.pipe()
+    try:
+        act = json.dumps({"env": dict(os.environ),
+                          "workdir": os.getcwd()}).encode()
+        nb = notebook.Notebook(lambda ftype, payload: None)
+        out = streams.FrameWriter(a, "o", 1, "<stdout>")
+        sup = supervisor.Supervisor.__new__(supervisor.Supervisor)
+        sup._sock, sup._contained, sup._children = a, False, {}
+        for _ in range(rounds):
+            create._parse(b'{"id": "w", "spec": "", "env": {"K": "v"}, '
+                          b'"workdir": "/", "pool": true}')
+            create.parse_activate(b'{"env": {"K": "v"}, "workdir": "/"}')
+            reseed.reseed()
+            frames.send_message(a, "CTX default", [r])
+            for fd in frames.recv_message(b)[1]:
+                os.close(fd)
+            frames.send_frame(b, "W")
+            frames.recv_message(a, frames.FRAME_MAX + 16)
+            out.write("x")
+            frames.recv_message(b)
+            nb.run(b"_w = [i * 2 for i in range(8)]\n_w")
+            context._warm_up()
+            context._activate(act)
+            context._done(lambda ftype, payload: None)
+            sup._held = ("default", [a.fileno()])
+            sup.activate_held(act)
+            frames.recv_message(b, frames.FRAME_MAX + 16)
+            sup._send("READY")
+            frames.recv_message(b)
+            sup._reap()
+    except Exception as e:
+        # Only a missed saving; the children walk these paths themselves.
+        print("zygote: warm-up: %s" % e, file=sys.stderr, flush=True)
+    finally:
+        sys.modules["__main__"] = main
+        linecache = sys.modules.get("linecache")
+        if linecache is not None:
+            for k in [k for k in linecache.cache if k.startswith("<cell-")]:
+                linecache.cache.pop(k, None)
+        for s in (a, b):
+            s.close()
+        os.close(r)
+        os.close(w)
+
+
+# Objects that fill the zygote's free pymalloc blocks (_plug_holes); never
+# touched again.
+_PLUGS = []
+
+
+def _avail_blocks():
+    """Free blocks in pymalloc's used pools, {block size: count}, read from
+    sys._debugmallocstats() (which prints to fd 2)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.memfd_create("mallocstats")
+    try:
+        os.dup2(fd, 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+        os.lseek(fd, 0, os.SEEK_SET)
+        with open(fd, "rb", closefd=False) as f:
+            text = f.read().decode("ascii", "replace")
+    finally:
+        os.close(fd)
+        os.close(saved)
+    avail = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 5 and all(p.isdigit() for p in parts):
+            avail[int(parts[1])] = int(parts[4])
+        elif avail and not parts:
+            break   # the end of the size-class table
+    return avail
+
+
+def _plug_holes():
+    """Fill every free block of pymalloc's partly used pools with an object
+    kept for good. The freed blocks (gc.collect, import temporaries) lie
+    scattered over the shared arenas; without this, a sandbox process's
+    first few thousand small allocations land in them and copy a page per
+    block or two. Plugged, they go to fresh pools, packed densely."""
+    avail = _avail_blocks()
+    plugs = [None] * sum(avail.values())
+    k = 0
+    for size, n in sorted(avail.items()):
+        for _ in range(n):
+            if size <= 16:
+                o = object()            # 16 bytes
+            elif size <= 32:
+                o = (1 << 40) + k       # a two-digit int: 32 bytes
+            else:
+                o = bytes(size - 33)    # 33 + len bytes
+            plugs[k] = o
+            k += 1
+    _PLUGS.append(plugs)
 
 
 def _serve(ctl, control_fd, contain):
