@@ -28,6 +28,23 @@ static void watch(egress_proxy *p, int fd, fdref *ref, uint32_t *cur, uint32_t w
     *cur = want;
 }
 
+/* Deregister, then close. close() alone does not take an fd out of epoll
+ * while another reference to its file lives on: the supervisor in the
+ * sandbox may still hold the client socket it passed us, or a fork may
+ * hold any of them for a moment. The registration then outlives the conn
+ * and its next event reads freed memory (seen: SIGSEGV in proxy_main under
+ * load). */
+void eg_conn_drop_fd(conn *c, int *fd, uint32_t *ev)
+{
+    if (*fd < 0)
+        return;
+    if (*ev != ~0u)
+        epoll_ctl(c->sb->p->epfd, EPOLL_CTL_DEL, *fd, NULL);
+    close(*fd);
+    *fd = -1;
+    *ev = ~0u;
+}
+
 void eg_conn_update(conn *c)
 {
     egress_proxy *p = c->sb->p;
@@ -83,11 +100,8 @@ void eg_conn_close(conn *c)
         c->job->c = NULL;
         c->job = NULL;
     }
-    if (c->cfd >= 0)
-        close(c->cfd);
-    if (c->ufd >= 0)
-        close(c->ufd);
-    c->cfd = c->ufd = -1;
+    eg_conn_drop_fd(c, &c->cfd, &c->cev);
+    eg_conn_drop_fd(c, &c->ufd, &c->uev);
     sb->open--;
     for (conn **pp = &sb->conns; *pp; pp = &(*pp)->next) {
         if (*pp == c) {
@@ -199,10 +213,7 @@ void eg_fail(conn *c, int code, const char *rule, const char *fmt, ...)
         c->resp_len = sizeof c->resp - 1;
     c->resp_off = 0;
     c->u2c.len = c->u2c.off = 0;
-    if (c->ufd >= 0) {
-        close(c->ufd);
-        c->ufd = -1;
-    }
+    eg_conn_drop_fd(c, &c->ufd, &c->uev);
     if (c->job) {
         c->job->c = NULL;
         c->job = NULL;

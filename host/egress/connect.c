@@ -131,9 +131,7 @@ void eg_connect_on_ready(conn *c)
     int err = 0;
     socklen_t el = sizeof err;
     if (getsockopt(c->ufd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err) {
-        epoll_ctl(p->epfd, EPOLL_CTL_DEL, c->ufd, NULL);
-        close(c->ufd);
-        c->ufd = -1;
+        eg_conn_drop_fd(c, &c->ufd, &c->uev);
         start_connect(c);
         return;
     }

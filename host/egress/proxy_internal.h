@@ -129,6 +129,8 @@ int eg_sandbox_cap_left(const egress_sandbox *sb, uint64_t *left);
 void eg_conn_start(egress_sandbox *sb, int fd);
 /* Audit, close both sockets; c goes to the graveyard. */
 void eg_conn_close(conn *c);
+/* EPOLL_CTL_DEL (if registered) then close; *fd = -1, *ev = ~0u. */
+void eg_conn_drop_fd(conn *c, int *fd, uint32_t *ev);
 void eg_conn_free(conn *c);
 /* Register the epoll interest c's state and buffers call for. */
 void eg_conn_update(conn *c);

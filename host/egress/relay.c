@@ -194,10 +194,7 @@ void eg_relay_on_upstream(conn *c, uint32_t ev)
         ssize_t n = fill(c->ufd, &c->u2c);
         if (n == 0 || n == -2 || (n == -1 && (ev & (EPOLLHUP | EPOLLERR)) && !(ev & EPOLLIN))) {
             c->u_eof = 1;
-            epoll_ctl(p->epfd, EPOLL_CTL_DEL, c->ufd, NULL);
-            c->uev = ~0u;
-            close(c->ufd);
-            c->ufd = -1;
+            eg_conn_drop_fd(c, &c->ufd, &c->uev);
         }
         if (n > 0)
             c->deadline_us = eg_now_us() + (int64_t)p->o.idle_timeout_ms * 1000;
