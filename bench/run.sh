@@ -30,6 +30,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 cmdline="bench/run.sh${*:+ $*}"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)   # what else the machine was doing
 
 smoke=0
 build=$repo/build
@@ -419,8 +420,9 @@ mkdir -p "$(dirname "$out")"
   echo "Produced by \`$cmdline\` (run from the repository root after \`cmake -B build && cmake --build build\`)"
   echo "on $(date -u +%Y-%m-%d), commit $rev, binaries from \`$build\`$([ "$smoke" = 1 ] && echo ', SMOKE MODE (few seconds; figures meaningless)')."
   echo
-  echo "Machine: $(nproc) cores ($cpu), $mem memory, Linux $(uname -r); load average at the end $load1."
-  echo "Other engineers' builds and tests were running on the same 2 cores: figures are noisy."
+  echo "Machine: $(nproc) cores ($cpu), $mem memory, Linux $(uname -r); load average before the run"
+  echo "$load_before (other work on the machine), at the end $load1 (the bench's own processes included)."
+  echo "A 2-core VM: run-to-run spread is large (context switches are costly here, see the profile below)."
   echo
   echo "Setup: host and gateway from deploy/local/run.sh (one loop thread each) with a bench policy"
   echo "(rate and sandbox quotas lifted), a private cgroup root when possible; nginx ${nginx_v:-n/a} with"
