@@ -15,6 +15,9 @@
 #                 3 gateway cost vs host and nginx, 4 scale, 5 policy
 #   --sandboxes N live sandboxes for scenario 4 (default 500)
 #   --secs S      measured seconds per load point in scenarios 2 and 3
+#   --reps R      scenario 3: runs per load point, gateway/host/nginx
+#                 interleaved; the run with the median rate is reported
+#                 (default 3; 1 in smoke mode)
 #
 # It starts its own host and gateway (deploy/local/run.sh, ephemeral ports,
 # a bench policy with the rate and sandbox quotas lifted), and nginx from
@@ -38,6 +41,7 @@ out=""
 only="1,2,3,4,5"
 nsb=500
 secs=""
+reps=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) smoke=1 ;;
@@ -46,7 +50,8 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift ;;
     --sandboxes) nsb=$2; shift ;;
     --secs) secs=$2; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --reps) reps=$2; shift ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -60,11 +65,11 @@ key=sg-demo-key-0001
 [ -x "$load" ] || { echo "run.sh: $load not built (cmake --build $build)" >&2; exit 2; }
 
 if [ "$smoke" = 1 ]; then
-  : "${secs:=0.5}"; warm=0.2; concs="1 16"; [ "$nsb" = 500 ] && nsb=5
+  : "${secs:=0.5}"; : "${reps:=1}"; warm=0.2; concs="1 16"; [ "$nsb" = 500 ] && nsb=5
   n_create=5; n_cold=1; n_kstart=1; n_kexec=20; n_bwrap=3; burst=$((nsb * 2)); burst_total=$burst
   policy_rules=1000
 else
-  : "${secs:=4}"; warm=1; concs="1 16 64 256"
+  : "${secs:=4}"; : "${reps:=3}"; warm=1; concs="1 16 64 256"
   n_create=200; n_cold=5; n_kstart=10; n_kexec=200; n_bwrap=50; burst=1000; burst_total=3000
   policy_rules=10000
 fi
@@ -187,6 +192,15 @@ loadrun() {   # args...: prints the RESULT line ("" on failure)
   line=$("$load" run "$@" 2>>"$work/load.err") || { say "bench_load $* failed"; tail -3 "$work/load.err" >&2; echo ""; return 0; }
   echo "$line"
 }
+# median_run LINE...: the RESULT line whose rate is the median (lower middle)
+median_run() {
+  printf '%s\n' "$@" | grep RESULT | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^rate=/) {split($i, a, "="); print a[2], $0}}' |
+    sort -g | awk '{l[NR] = $0} END {if (NR) {sub(/^[^ ]* /, "", l[int((NR + 1) / 2)]); print l[int((NR + 1) / 2)]}}'
+}
+# rate_range LINE...: "min–max" of the rates
+rate_range() {
+  printf '%s\n' "$@" | sed -n 's/.* rate=\([^ ]*\).*/\1/p' | sort -g | awk 'NR == 1 {a = $1} {b = $1} END {if (NR) printf "%.0f–%.0f", a, b}'
+}
 have() { command -v "$1" >/dev/null 2>&1; }
 have_jupyter() { "$py" -c 'import jupyter_client, ipykernel' 2>/dev/null; }
 
@@ -299,15 +313,22 @@ if want 3; then
   best_gw=0
   for c in $concs; do
     conns=1
-    g=$(loadrun --addr "$gw" --api gateway --call get --key "$key" --id "$sid" -c "$c" --secs "$secs" --warmup "$warm" \
-        --cpu "proxy=$gw_pid,host=$host_pid")
-    h=$(loadrun --addr "$host" --api host --call get --id "$sid" -c "$c" --secs "$secs" --warmup "$warm" --cpu "host=$host_pid")
-    n=""
-    if [ "$nginx_ok" = 1 ]; then
-      n=$(loadrun --addr "$nginx_addr" --api host --call get --id "$sid" -c "$c" --secs "$secs" --warmup "$warm" \
-          --cpu "proxy=$nginx_pids,host=$host_pid")
-    fi
-    for x in "$g" "$h"; do [ -n "$x" ] && [ "$(kv "$x" errors)" = 0 ] || failed=1; done
+    # Interleaved repetitions: drift on this shared machine hits all three alike.
+    gs=(); hs=(); ns=()
+    for _ in $(seq 1 "$reps"); do
+      g=$(loadrun --addr "$gw" --api gateway --call get --key "$key" --id "$sid" -c "$c" --secs "$secs" --warmup "$warm" \
+          --cpu "proxy=$gw_pid,host=$host_pid")
+      h=$(loadrun --addr "$host" --api host --call get --id "$sid" -c "$c" --secs "$secs" --warmup "$warm" --cpu "host=$host_pid")
+      for x in "$g" "$h"; do [ -n "$x" ] && [ "$(kv "$x" errors)" = 0 ] || failed=1; done
+      gs+=("$g"); hs+=("$h")
+      if [ "$nginx_ok" = 1 ]; then
+        ns+=("$(loadrun --addr "$nginx_addr" --api host --call get --id "$sid" -c "$c" --secs "$secs" --warmup "$warm" \
+            --cpu "proxy=$nginx_pids,host=$host_pid")")
+      fi
+    done
+    g=$(median_run "${gs[@]}"); h=$(median_run "${hs[@]}"); n=""
+    [ "$nginx_ok" = 1 ] && n=$(median_run "${ns[@]}")
+    [ "$reps" -gt 1 ] && notes+=("c=$c calls/s over $reps runs: gateway $(rate_range "${gs[@]}"), host $(rate_range "${hs[@]}")$([ "$nginx_ok" = 1 ] && echo ", nginx $(rate_range "${ns[@]}")")")
     echo "$g" >>"$work/s3.txt"; echo "$h" >>"$work/s3.txt"; echo "$n" >>"$work/s3.txt"
     gr=$(kv "$g" rate); nr=$(kv "$n" rate); hr=$(kv "$h" rate)
     lt "$best_gw" "${gr:-0}" && best_gw=$gr
@@ -433,6 +454,8 @@ mkdir -p "$(dirname "$out")"
   echo "Scenario 3's unary call is GetSandbox on a live sandbox (gateway: authenticated, policy, ownership,"
   echo "forwarded to the host; host and nginx: the host's GetSandbox). CPU µs/call: utime+stime deltas of"
   echo "the processes (/proc/PID/stat; nginx: master + worker) over the measured window divided by calls."
+  echo "Scenario 3 runs each point $reps time(s), gateway / host / nginx interleaved, and shows the run"
+  echo "with the median rate (the spread is under Notes)."
   echo "\"compare\" rows are the alternatives, measured in the same run. MISSED: $missed."
   echo
   echo "$tbl"
