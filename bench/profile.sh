@@ -8,7 +8,10 @@
 #   bench/profile.sh [--build DIR] [--secs S] [-c N] [--callgrind]
 #
 # --callgrind: instead run the gateway under valgrind --tool=callgrind for a
-# fixed number of calls and print instruction counts per call (slow).
+# fixed number of calls and print instruction counts per call (slow); then
+# the same count for nginx grpc_pass (one process, the config of run.sh)
+# forwarding the same calls to the same host, when nginx is installed.
+# Instruction counts do not move with the VM's noise the way rates do.
 # Packages: linux-perf, valgrind.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,6 +36,7 @@ run=$work/run
 cleanup() {
   set +e
   [ -n "${vg_pid:-}" ] && kill "$vg_pid" 2>/dev/null && wait "$vg_pid" 2>/dev/null
+  [ -n "${ng_pid:-}" ] && kill "$ng_pid" 2>/dev/null && wait "$ng_pid" 2>/dev/null
   SANDGATE_RUN_DIR=$run "$repo/deploy/local/run.sh" stop >/dev/null 2>&1
   [ "${KEEP_WORK:-0}" = 1 ] || rm -rf "$work"
 }
@@ -48,6 +52,52 @@ gw=127.0.0.1:$(cat "$run/gateway.port")
 gw_pid=$(cat "$run/gateway.pid")
 "$build/bin/bench_load" setup --addr "$gw" --key "$key" -n 1 --out "$work/one" >/dev/null
 sid=$(head -1 "$work/one")
+
+# nginx_count HOSTPORT N: nginx (master_process off: one process) under
+# callgrind, forwarding N GetSandbox calls at -c $conc to the host.
+nginx_count() {
+  local nd=$work/nginx port f total
+  mkdir -p "$nd/logs" "$nd/tmp"
+  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  cat >"$nd/nginx.conf" <<NGINX
+daemon off;
+master_process off;
+pid $nd/nginx.pid;
+error_log $nd/logs/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path $nd/tmp/body;
+  proxy_temp_path $nd/tmp/proxy;
+  fastcgi_temp_path $nd/tmp/fastcgi;
+  uwsgi_temp_path $nd/tmp/uwsgi;
+  scgi_temp_path $nd/tmp/scgi;
+  keepalive_requests 1000000;
+  keepalive_timeout 300s;
+  http2_max_concurrent_streams 1024;
+  upstream sandgate_host { server 127.0.0.1:$1; keepalive 1024; keepalive_requests 1000000; keepalive_timeout 300s; }
+  server { listen 127.0.0.1:$port http2; location / { grpc_pass grpc://sandgate_host; } }
+}
+NGINX
+  valgrind --tool=callgrind --callgrind-out-file="$nd/cg.out" nginx -p "$nd" -e "$nd/logs/error.log" \
+    -c "$nd/nginx.conf" >"$nd/vg.log" 2>&1 &
+  ng_pid=$!
+  for _ in $(seq 1 200); do
+    "$build/bin/bench_load" run --addr "127.0.0.1:$port" --api host --call get --id "$sid" -c 1 --count 1 \
+      >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  "$build/bin/bench_load" run --addr "127.0.0.1:$port" --api host --call get --id "$sid" -c 16 --count 200 >/dev/null
+  callgrind_control -z "$ng_pid" >/dev/null 2>&1 || true
+  "$build/bin/bench_load" run --addr "127.0.0.1:$port" --api host --call get --id "$sid" -c "$conc" --count "$2"
+  callgrind_control -d "$ng_pid" >/dev/null 2>&1 || true
+  sleep 1
+  f=$(ls -t "$nd"/cg.out* | head -1)
+  total=$(callgrind_annotate "$f" 2>/dev/null | sed -n 's/^\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
+  echo "instructions per call (nginx grpc_pass, after reset): $((total / $2))"
+  kill "$ng_pid" 2>/dev/null; wait "$ng_pid" 2>/dev/null || true
+  ng_pid=""
+}
 
 if [ "$cg" = 1 ]; then
   # Restart the gateway under callgrind on the same config, then count.
@@ -69,6 +119,9 @@ if [ "$cg" = 1 ]; then
   total=$(callgrind_annotate "$f" 2>/dev/null | sed -n 's/^\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
   echo "instructions per call (gateway, after reset): $((total / n))"
   callgrind_annotate --inclusive=no "$f" 2>/dev/null | sed -n '/^Ir/,$p' | head -40 || true
+  if command -v nginx >/dev/null 2>&1; then
+    nginx_count "$(cat "$run/host.port")" "$n"
+  fi
   exit 0
 fi
 
