@@ -183,8 +183,9 @@ grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *c
          .value.integer = RPC_MAX_MESSAGE},
         /* Our calls are not idempotent (RunCode): never replay them. */
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_CHANNELZ, .value.integer = 0},
     };
-    grpc_channel_args cargs = {.num_args = 3, .args = args};
+    grpc_channel_args cargs = {.num_args = 4, .args = args};
     grpc_channel_credentials *c = creds ? creds : grpc_insecure_credentials_create();
     grpc_channel *ch = grpc_channel_create(target, c, &cargs);
     if (!creds)

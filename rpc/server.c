@@ -50,8 +50,9 @@ rpc_server *rpc_server_create(int threads, sg_err *err)
          .value.integer = RPC_MAX_MESSAGE},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
          .value.integer = RPC_MAX_MESSAGE},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_CHANNELZ, .value.integer = 0},
     };
-    grpc_channel_args cargs = {.num_args = 2, .args = args};
+    grpc_channel_args cargs = {.num_args = 3, .args = args};
     s->server = grpc_server_create(&cargs, NULL);
     s->cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(s->server, s->cq, NULL);
