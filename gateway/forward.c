@@ -49,8 +49,7 @@ static void on_host_message(void *arg, rpc_fwd *out, grpc_byte_buffer *bb)
         rpc_fwd_cancel(f->out);
 }
 
-static void on_host_done(void *arg, grpc_status_code code, const char *details,
-                         const grpc_metadata_array *trailing)
+static void on_host_done(void *arg, grpc_status_code code, const char *details)
 {
     gw_fwd *f = arg;
     rpc_call_finish(f->in, code, host_details(code, details));

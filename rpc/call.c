@@ -2,8 +2,9 @@
  * for "status not sent yet"), with a send queue so any thread may send and
  * at most one send batch is on the wire, as grpc core requires.
  *
- * Lifetime: created armed (server.c); dispatch takes refs for the close
- * watch and for the pending status; the handler borrows the call during its
+ * Lifetime: created armed (server.c); dispatch takes a ref for the pending
+ * status; the close watch, once started, holds one of its own (or rides in
+ * the status batch and its ref); the handler borrows the call during its
  * run and takes its own ref to keep it longer. The last unref frees it. */
 #include <stdlib.h>
 #include <string.h>

@@ -68,7 +68,7 @@ static void maybe_done(rpc_fwd *f)
         n = sizeof details - 1;
     memcpy(details, GRPC_SLICE_START_PTR(f->details), n);
     details[n] = 0;
-    f->cbs.on_done(f->arg, f->status, details, &f->trailing);
+    f->cbs.on_done(f->arg, f->status, details);
     fwd_unref(f);   /* the ref that kept f alive for on_done */
 }
 
@@ -290,7 +290,7 @@ static void on_unary(void *arg, int ok)
     /* A batch with RECV_STATUS_ON_CLIENT always completes ok; the status says
      * what happened. A message without OK is dropped, as a client would. */
     rpc_unary_result r = {.code = ok ? u->status : GRPC_STATUS_UNAVAILABLE,
-                          .details = details, .trailing = &u->trailing};
+                          .details = details};
     if (r.code == GRPC_STATUS_OK) {
         r.resp = u->resp;
         u->resp = NULL;

@@ -115,9 +115,10 @@ typedef struct rpc_fwd_cbs {
      * next one (now, or later for backpressure); without it the call cannot
      * finish. f is passed because it may arrive before rpc_fwd_start returns. */
     void (*on_message)(void *arg, rpc_fwd *f, grpc_byte_buffer *bb);
-    /* Exactly once, last. details is NUL-terminated. trailing borrowed. */
-    void (*on_done)(void *arg, grpc_status_code code, const char *details,
-                    const grpc_metadata_array *trailing);
+    /* Exactly once, last. details is NUL-terminated. The backend's trailing
+     * metadata is not passed on: grpc owns it with the call, which is
+     * released before on_done (see fwd.c). */
+    void (*on_done)(void *arg, grpc_status_code code, const char *details);
 } rpc_fwd_cbs;
 
 grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *creds);
@@ -135,7 +136,6 @@ void rpc_fwd_cancel(rpc_fwd *f);
 typedef struct rpc_unary_result {
     grpc_status_code code;
     const char *details;                  /* NUL-terminated, borrowed */
-    const grpc_metadata_array *trailing;  /* borrowed */
     grpc_byte_buffer *resp;               /* the callback owns it; NULL unless OK */
 } rpc_unary_result;
 typedef void (*rpc_unary_done)(void *arg, rpc_unary_result *r);
