@@ -53,32 +53,13 @@ gw_pid=$(cat "$run/gateway.pid")
 "$build/bin/bench_load" setup --addr "$gw" --key "$key" -n 1 --out "$work/one" >/dev/null
 sid=$(head -1 "$work/one")
 
+. "$here/nginx_conf.sh"
 # nginx_count HOSTPORT N: nginx (master_process off: one process) under
 # callgrind, forwarding N GetSandbox calls at -c $conc to the host.
 nginx_count() {
   local nd=$work/nginx port f total
-  mkdir -p "$nd/logs" "$nd/tmp"
   port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  cat >"$nd/nginx.conf" <<NGINX
-daemon off;
-master_process off;
-pid $nd/nginx.pid;
-error_log $nd/logs/error.log warn;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  client_body_temp_path $nd/tmp/body;
-  proxy_temp_path $nd/tmp/proxy;
-  fastcgi_temp_path $nd/tmp/fastcgi;
-  uwsgi_temp_path $nd/tmp/uwsgi;
-  scgi_temp_path $nd/tmp/scgi;
-  keepalive_requests 1000000;
-  keepalive_timeout 300s;
-  http2_max_concurrent_streams 1024;
-  upstream sandgate_host { server 127.0.0.1:$1; keepalive 1024; keepalive_requests 1000000; keepalive_timeout 300s; }
-  server { listen 127.0.0.1:$port http2; location / { grpc_pass grpc://sandgate_host; } }
-}
-NGINX
+  nginx_conf "$nd" "$port" "127.0.0.1:$1" off
   valgrind --tool=callgrind --callgrind-out-file="$nd/cg.out" nginx -p "$nd" -e "$nd/logs/error.log" \
     -c "$nd/nginx.conf" >"$nd/vg.log" 2>&1 &
   ng_pid=$!

@@ -202,6 +202,7 @@ rate_range() {
   printf '%s\n' "$@" | sed -n 's/.* rate=\([^ ]*\).*/\1/p' | sort -g | awk 'NR == 1 {a = $1} {b = $1} END {if (NR) printf "%.0f–%.0f", a, b}'
 }
 have() { command -v "$1" >/dev/null 2>&1; }
+. "$here/nginx_conf.sh"
 have_jupyter() { "$py" -c 'import jupyter_client, ipykernel' 2>/dev/null; }
 
 # ---- 1. create ----------------------------------------------------------
@@ -260,41 +261,8 @@ fi
 start_nginx() {
   have nginx || return 1
   local nd=$work/nginx port
-  mkdir -p "$nd/logs" "$nd/tmp"
   port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  cat >"$nd/nginx.conf" <<NGINX
-# written by bench/run.sh: plain gRPC forwarding to the host, configured
-# fairly (upstream keepalive, keepalive_requests raised, streams raised).
-daemon off;
-master_process on;
-worker_processes 1;
-pid $nd/nginx.pid;
-error_log $nd/logs/error.log warn;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  client_body_temp_path $nd/tmp/body;
-  proxy_temp_path $nd/tmp/proxy;
-  fastcgi_temp_path $nd/tmp/fastcgi;
-  uwsgi_temp_path $nd/tmp/uwsgi;
-  scgi_temp_path $nd/tmp/scgi;
-  keepalive_requests 1000000;
-  keepalive_timeout 300s;
-  http2_max_concurrent_streams 1024;
-  upstream sandgate_host {
-    server $host;
-    keepalive 1024;
-    keepalive_requests 1000000;
-    keepalive_timeout 300s;
-  }
-  server {
-    listen 127.0.0.1:$port http2;
-    location / {
-      grpc_pass grpc://sandgate_host;
-    }
-  }
-}
-NGINX
+  nginx_conf "$nd" "$port" "$host" on
   nginx -p "$nd" -e "$nd/logs/error.log" -c "$nd/nginx.conf" >"$nd/logs/stderr" 2>&1 &
   nginx_pid=$!
   for _ in $(seq 1 100); do

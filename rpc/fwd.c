@@ -203,6 +203,22 @@ static grpc_call *call_create(grpc_channel *ch, grpc_completion_queue *cq, grpc_
                                         NULL, deadline, NULL);
 }
 
+/* The ops that open a client call: metadata, the one request, half-close,
+ * and reading the server's initial metadata (ops[0..3]). */
+static void open_ops(grpc_op ops[4], const grpc_metadata *md, size_t n_md, grpc_byte_buffer *req,
+                     grpc_metadata_array *init_md)
+{
+    memset(ops, 0, 4 * sizeof *ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = n_md;
+    ops[0].data.send_initial_metadata.metadata = (grpc_metadata *)md;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = req;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = init_md;
+}
+
 rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *parent,
                        const char *method, gpr_timespec deadline, const grpc_metadata *md,
                        size_t n_md, grpc_byte_buffer *req, const rpc_fwd_cbs *cbs, void *arg,
@@ -225,15 +241,7 @@ rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *p
         return NULL;
     }
     grpc_op ops[4];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = n_md;
-    ops[0].data.send_initial_metadata.metadata = (grpc_metadata *)md;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = req;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &f->init_md;
+    open_ops(ops, md, n_md, req, &f->init_md);
     /* send batch, status batch, on_done not yet delivered, the caller until we return */
     atomic_init(&f->refs, 4);
     f->send_tag = (rpc_tag){on_send_done, f};
@@ -326,14 +334,7 @@ int rpc_unary_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *pare
     }
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = n_md;
-    ops[0].data.send_initial_metadata.metadata = (grpc_metadata *)md;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = req;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &u->init_md;
+    open_ops(ops, md, n_md, req, &u->init_md);
     ops[4].op = GRPC_OP_RECV_MESSAGE;
     ops[4].data.recv_message.recv_message = &u->resp;
     ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
