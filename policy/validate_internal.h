@@ -23,6 +23,13 @@ typedef struct pol_named { const char *name; const ynode *node; size_t idx; } po
 /* validate_names.c: ids, lists, uniqueness, name indexes, references */
 const char *pol_read_id(pol_vctx *v, const ynode *n, const char *path, size_t max);
 const ynode *pol_read_list(pol_vctx *v, const ynode *n, const char *path);
+/* The list under key of map m (or absent); lp receives its path. */
+const ynode *pol_key_list(pol_vctx *v, const ynode *m, const char *path, const char *key,
+                          char lp[YPATH_MAX]);
+/* Item i of list l (at path lp) as a string; sub receives the item's path.
+ * -1 (reported) when it is not a string. */
+int pol_list_str(pol_vctx *v, const ynode *l, const char *lp, size_t i, char sub[YPATH_MAX],
+                 const char **s);
 void pol_check_unique(pol_vctx *v, pol_named *items, size_t n, const char *what,
                       const char *path_fmt_prefix);
 void pol_build_name_index(pol_vctx *v, pol_index *ix, pol_named *items, size_t n);

@@ -46,6 +46,20 @@ const ynode *pol_read_list(pol_vctx *v, const ynode *n, const char *path)
     return y_is(v->d, n, path, YN_SEQ) == 0 ? n : NULL;
 }
 
+const ynode *pol_key_list(pol_vctx *v, const ynode *m, const char *path, const char *key,
+                          char lp[YPATH_MAX])
+{
+    ypath_key(lp, YPATH_MAX, path, key);
+    return pol_read_list(v, ymap_get(m, key), lp);
+}
+
+int pol_list_str(pol_vctx *v, const ynode *l, const char *lp, size_t i, char sub[YPATH_MAX],
+                 const char **s)
+{
+    ypath_idx(sub, YPATH_MAX, lp, i);
+    return y_str(v->d, l->kids[i], sub, s);
+}
+
 static int named_cmp(const void *a, const void *b)
 {
     const pol_named *x = a, *y = b;
@@ -118,8 +132,7 @@ uint32_t *pol_read_tenant_refs(pol_vctx *v, const ynode *n, const char *path, si
     for (size_t i = 0; i < l->n; i++) {
         char sub[YPATH_MAX];
         const char *s;
-        ypath_idx(sub, sizeof sub, path, i);
-        if (y_str(v->d, l->kids[i], sub, &s) < 0)
+        if (pol_list_str(v, l, path, i, sub, &s) < 0)
             continue;
         if (strcmp(s, "*") == 0) {
             *all = 1;
@@ -144,8 +157,7 @@ uint32_t *pol_read_template_refs(pol_vctx *v, const ynode *n, const char *path, 
     for (size_t i = 0; i < l->n; i++) {
         char sub[YPATH_MAX];
         const char *s;
-        ypath_idx(sub, sizeof sub, path, i);
-        if (y_str(v->d, l->kids[i], sub, &s) < 0)
+        if (pol_list_str(v, l, path, i, sub, &s) < 0)
             continue;
         long t = pol_name_lookup(&v->p->by_template, s);
         if (t < 0)

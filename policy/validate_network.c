@@ -15,8 +15,7 @@ static const char *const rule_keys_template[] = {"id", "hosts", "cidrs", "ports"
 static void read_rule_hosts(pol_vctx *v, const ynode *m, const char *path, pol_rule *r)
 {
     char lp[YPATH_MAX];
-    ypath_key(lp, sizeof lp, path, "hosts");
-    const ynode *l = pol_read_list(v, ymap_get(m, "hosts"), lp);
+    const ynode *l = pol_key_list(v, m, path, "hosts", lp);
     if (!l)
         return;
     r->hosts = pol_alloc(v->a, (l->n + 1) * sizeof *r->hosts);
@@ -25,8 +24,7 @@ static void read_rule_hosts(pol_vctx *v, const ynode *m, const char *path, pol_r
         const char *s;
         uint8_t ip[16];
         char norm[256];
-        ypath_idx(sub, sizeof sub, lp, i);
-        if (y_str(v->d, l->kids[i], sub, &s) < 0)
+        if (pol_list_str(v, l, lp, i, sub, &s) < 0)
             continue;
         if (pol_ip_parse(s, ip)) {
             pol_err(v->d, l->kids[i], sub, "'%s' is an IP address, expected a host name; put addresses in cidrs", s);
@@ -46,8 +44,7 @@ static void read_rule_hosts(pol_vctx *v, const ynode *m, const char *path, pol_r
 static void read_rule_cidrs(pol_vctx *v, const ynode *m, const char *path, pol_rule *r)
 {
     char lp[YPATH_MAX];
-    ypath_key(lp, sizeof lp, path, "cidrs");
-    const ynode *l = pol_read_list(v, ymap_get(m, "cidrs"), lp);
+    const ynode *l = pol_key_list(v, m, path, "cidrs", lp);
     if (!l)
         return;
     r->cidrs = pol_alloc(v->a, (l->n + 1) * sizeof *r->cidrs);
@@ -55,8 +52,7 @@ static void read_rule_cidrs(pol_vctx *v, const ynode *m, const char *path, pol_r
     for (size_t i = 0; i < l->n; i++) {
         char sub[YPATH_MAX];
         const char *s;
-        ypath_idx(sub, sizeof sub, lp, i);
-        if (y_str(v->d, l->kids[i], sub, &s) < 0)
+        if (pol_list_str(v, l, lp, i, sub, &s) < 0)
             continue;
         pol_cidr c;
         if (pol_cidr_parse(s, &c) < 0) {
@@ -105,16 +101,14 @@ static void read_rule_ports(pol_vctx *v, const ynode *m, const char *path, pol_r
 static void read_rule_templates(pol_vctx *v, const ynode *m, const char *path, pol_rule *r)
 {
     char lp[YPATH_MAX];
-    ypath_key(lp, sizeof lp, path, "templates");
-    const ynode *l = pol_read_list(v, ymap_get(m, "templates"), lp);
+    const ynode *l = pol_key_list(v, m, path, "templates", lp);
     if (!l)
         return;
     r->templates = pol_alloc(v->a, (l->n + 1) * sizeof *r->templates);
     for (size_t i = 0; i < l->n; i++) {
         char sub[YPATH_MAX];
         const char *s;
-        ypath_idx(sub, sizeof sub, lp, i);
-        if (y_str(v->d, l->kids[i], sub, &s) < 0)
+        if (pol_list_str(v, l, lp, i, sub, &s) < 0)
             continue;
         if (pol_name_lookup(&v->p->by_template, s) < 0) {
             pol_err(v->d, l->kids[i], sub, "unknown template '%s'", s);

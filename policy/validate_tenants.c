@@ -15,16 +15,14 @@ static const char *const tenant_keys[] = {"id", "api_keys", "mtls", "require_mtl
 static void read_api_keys(pol_vctx *v, const ynode *m, const char *path, pol_tenant *t, pol_named *keys, size_t *nk)
 {
     char lp[YPATH_MAX];
-    ypath_key(lp, sizeof lp, path, "api_keys");
-    const ynode *l = pol_read_list(v, ymap_get(m, "api_keys"), lp);
+    const ynode *l = pol_key_list(v, m, path, "api_keys", lp);
     if (!l)
         return;
     t->key_hashes = pol_alloc(v->a, (l->n + 1) * sizeof *t->key_hashes);
     for (size_t i = 0; i < l->n; i++) {
         char sub[YPATH_MAX];
         const char *s;
-        ypath_idx(sub, sizeof sub, lp, i);
-        if (y_str(v->d, l->kids[i], sub, &s) < 0)
+        if (pol_list_str(v, l, lp, i, sub, &s) < 0)
             continue;
         if (strlen(s) != 64 || strspn(s, "0123456789abcdefABCDEF") != 64) {
             pol_err(v->d, l->kids[i], sub,
@@ -43,16 +41,14 @@ static void read_api_keys(pol_vctx *v, const ynode *m, const char *path, pol_ten
 static void read_mtls(pol_vctx *v, const ynode *m, const char *path, pol_tenant *t, pol_named *ids, size_t *ni)
 {
     char lp[YPATH_MAX];
-    ypath_key(lp, sizeof lp, path, "mtls");
-    const ynode *l = pol_read_list(v, ymap_get(m, "mtls"), lp);
+    const ynode *l = pol_key_list(v, m, path, "mtls", lp);
     if (!l)
         return;
     t->mtls = pol_alloc(v->a, (l->n + 1) * sizeof *t->mtls);
     for (size_t i = 0; i < l->n; i++) {
         char sub[YPATH_MAX];
         const char *s;
-        ypath_idx(sub, sizeof sub, lp, i);
-        if (y_str(v->d, l->kids[i], sub, &s) < 0)
+        if (pol_list_str(v, l, lp, i, sub, &s) < 0)
             continue;
         if (strlen(s) > 512 || strchr(s, ' ')) {
             pol_err(v->d, l->kids[i], sub, "expected a SPIFFE ID or certificate SAN without spaces");

@@ -47,6 +47,18 @@ static void fwd_unref(rpc_fwd *f)
     free(f);
 }
 
+#define DETAILS_MAX 1024
+
+/* Status details as a NUL-terminated string, cut to fit. */
+static void details_str(grpc_slice d, char out[DETAILS_MAX])
+{
+    size_t n = GRPC_SLICE_LENGTH(d);
+    if (n >= DETAILS_MAX)
+        n = DETAILS_MAX - 1;
+    memcpy(out, GRPC_SLICE_START_PTR(d), n);
+    out[n] = 0;
+}
+
 /* Call on_done once both the status is in and reading is over. */
 static void maybe_done(rpc_fwd *f)
 {
@@ -62,12 +74,8 @@ static void maybe_done(rpc_fwd *f)
     if (!go)
         return;
     grpc_call_unref(call);
-    char details[1024];
-    size_t n = GRPC_SLICE_LENGTH(f->details);
-    if (n >= sizeof details)
-        n = sizeof details - 1;
-    memcpy(details, GRPC_SLICE_START_PTR(f->details), n);
-    details[n] = 0;
+    char details[DETAILS_MAX];
+    details_str(f->details, details);
     f->cbs.on_done(f->arg, f->status, details);
     fwd_unref(f);   /* the ref that kept f alive for on_done */
 }
@@ -289,12 +297,8 @@ static void unary_free(rpc_unary *u)
 static void on_unary(void *arg, int ok)
 {
     rpc_unary *u = arg;
-    char details[1024];
-    size_t n = GRPC_SLICE_LENGTH(u->details);
-    if (n >= sizeof details)
-        n = sizeof details - 1;
-    memcpy(details, GRPC_SLICE_START_PTR(u->details), n);
-    details[n] = 0;
+    char details[DETAILS_MAX];
+    details_str(u->details, details);
     /* A batch with RECV_STATUS_ON_CLIENT always completes ok; the status says
      * what happened. A message without OK is dropped, as a client would. */
     rpc_unary_result r = {.code = ok ? u->status : GRPC_STATUS_UNAVAILABLE,
