@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/cgroup2/guest-init.sh — /init of the throwaway VM that tests/cgroup2/run.sh
 # boots (busybox, in the initramfs). It mounts this machine's root read-only
-# over 9p, gives it writable tmpfs where the daemons write, mounts a pure
+# over 9p, gives it a writable tmpfs on /run for the daemons, mounts a pure
 # cgroup v2 hierarchy, and runs the command named on the kernel command line
 # (sg.cmd=, with SG_V2_BUILD from sg.build=) inside that root. Its exit
 # status is printed as SG-EXIT <n>.
@@ -21,11 +21,14 @@ build=$(/bin/busybox sed -n 's/.*sg\.build=\([^ ]*\).*/\1/p' /proc/cmdline)
 /bin/busybox mount -t sysfs sys /mnt/sys
 /bin/busybox mount -t cgroup2 cgroup2 /mnt/sys/fs/cgroup
 /bin/busybox mount -t devtmpfs dev /mnt/dev
-/bin/busybox mount -t tmpfs -o mode=1777 tmp /mnt/tmp
+# The only writable place is a tmpfs on /run: the repository (and so the
+# build and these scripts) may live anywhere else, /tmp and /root included.
 /bin/busybox mount -t tmpfs -o mode=755 run /mnt/run
-/bin/busybox mount -t tmpfs -o mode=755 root /mnt/root
+/bin/busybox mkdir -p -m 1777 /mnt/run/tmp
+/bin/busybox mkdir -p /mnt/run/home
 /bin/busybox ip link set lo up 2>/dev/null || /bin/busybox ifconfig lo 127.0.0.1 up
-/bin/busybox chroot /mnt /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+/bin/busybox chroot /mnt /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/run/home \
+  TMPDIR=/run/tmp LANG=C.UTF-8 \
   SG_V2_BUILD="$build" /bin/sh -c "$cmd"
 echo "SG-EXIT $?"
 /bin/busybox sync

@@ -8,12 +8,12 @@ build=${SG_V2_BUILD:-$repo/build}
 [ -n "$build" ] || build=$repo/build
 echo "guest: cgroup controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 echo "guest: interfaces: $(ls /sys/class/net | tr '\n' ' ')"
-export SANDGATE_BUILD=$build SANDGATE_RUN_DIR=/tmp/sgv2 SANDGATE_PORT=0 SANDGATE_HOST_PORT=0
+export SANDGATE_BUILD=$build SANDGATE_RUN_DIR=/run/sgv2 SANDGATE_PORT=0 SANDGATE_HOST_PORT=0
 export SANDGATE_POLICY=$repo/tests/cgroup2/policy.yaml SANDGATE_POOL_SIZE=1
-"$repo/deploy/local/run.sh" start || { cat /tmp/sgv2/*.log; exit 1; }
-export SANDGATE_ADDR=127.0.0.1:$(cat /tmp/sgv2/gateway.port)
+"$repo/deploy/local/run.sh" start || { cat /run/sgv2/*.log; exit 1; }
+export SANDGATE_ADDR=127.0.0.1:$(cat /run/sgv2/gateway.port)
 /usr/bin/python3 "$repo/tests/cgroup2/check_v2.py"
 rc=$?
-[ $rc = 0 ] || { echo "guest: host log:"; tail -n 40 /tmp/sgv2/host.log; }
+[ $rc = 0 ] || { echo "guest: host log:"; tail -n 40 /run/sgv2/host.log; }
 "$repo/deploy/local/run.sh" stop >/dev/null 2>&1
 exit $rc

@@ -49,8 +49,7 @@ chmod +x "$ir/init"
 # exists and the guest hangs at boot). SG_V2_ACCEL=kvm where it works.
 accel=${SG_V2_ACCEL:-tcg}
 echo "cgroup2: booting $kernel ($accel) with $build"
-# The guest's /tmp is its own tmpfs: guest-test.sh and the build are read
-# from their real paths over 9p.
+# guest-test.sh and the build are read from their real paths over 9p.
 timeout 900 qemu-system-x86_64 -accel "$accel" -m 3072 -smp 2 -nographic -no-reboot \
   -kernel "$kernel" -initrd "$work/initrd.gz" \
   -append "console=ttyS0 quiet panic=-1 sg.cmd=$here/guest-test.sh sg.build=$build" \
