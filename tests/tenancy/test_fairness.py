@@ -91,26 +91,27 @@ class Fairness(unittest.TestCase):
         return lat
 
     @staticmethod
-    def kill_noisy(api, sid):
-        """Cleanup as the noisy tenant: its rate bucket is empty right after
-        the noise, so wait for tokens instead of failing on the quota."""
+    def as_noisy(fn, *args):
+        """A call as the noisy tenant: its rate bucket may still be empty from
+        the noise of another test, so wait for tokens instead of failing."""
         for _ in range(50):
             try:
-                return api.kill(KN, "n", sid)
+                return fn(*args)
             except Exception as e:   # grpc.RpcError: RESOURCE_EXHAUSTED while the bucket refills
                 if "rate limit" not in str(e):
                     raise
                 time.sleep(0.1)
-        raise AssertionError("could not kill %s: still rate-limited after 5 s" % sid)
+        raise AssertionError("%s%r: still rate-limited after 5 s" % (fn.__name__, args[1:]))
 
     def test_noisy_tenant_does_not_double_quiet_p99(self):
         api = S["api"]
         u = uuid.uuid4().hex[:6]
         qsid = api.create(KQ, "q", "quiet-" + u).sandbox_id
-        nsids = [api.create(KN, "n", "noisy-%d-%s" % (i, u)).sandbox_id for i in range(2)]
+        nsids = [self.as_noisy(api.create, KN, "n", "noisy-%d-%s" % (i, u)).sandbox_id
+                 for i in range(2)]
         self.addCleanup(api.kill, KQ, "q", qsid)
         for s in nsids:
-            self.addCleanup(self.kill_noisy, api, s)
+            self.addCleanup(self.as_noisy, api.kill, KN, "n", s)
         for _ in range(20):   # warm up
             api.run(KQ, "q", qsid, "x=1+1")
         quiet = self.measure(api, qsid)
@@ -141,7 +142,7 @@ class Fairness(unittest.TestCase):
         u = uuid.uuid4().hex[:6]
         nsids = [api.create(KN, "n", "probe-%d-%s" % (i, u)).sandbox_id for i in range(2)]
         for s in nsids:
-            self.addCleanup(self.kill_noisy, api, s)
+            self.addCleanup(self.as_noisy, api.kill, KN, "n", s)
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--noise", S["tmp"],
                             S["d"].addr, ",".join(nsids), "3"], capture_output=True, text=True,
                            timeout=60)
