@@ -43,6 +43,7 @@ static void on_leg_done(void *arg, rpc_unary_result *res)
 {
     list_leg *leg = arg;
     list_op *op = leg->op;
+    grpc_status_code code = res->code;
     if (res->resp) {
         size_t len;
         uint8_t *buf = rpc_flatten(res->resp, &len);
@@ -51,8 +52,11 @@ static void on_leg_done(void *arg, rpc_unary_result *res)
             &sandgate__v1__host_list_response__descriptor, buf, len, NULL);
         free(buf);
     }
+    /* An answer we cannot read is a host that failed, not one with no sandboxes. */
+    if (code == GRPC_STATUS_OK && !op->parts[leg->index])
+        code = GRPC_STATUS_INTERNAL;
     free(leg);
-    leg_done(op, res->code);
+    leg_done(op, code);
 }
 
 void gw_list_all(gw_req *r, const char *user, gw_list_done done)
