@@ -60,7 +60,7 @@ const char *egress_ip_special(const uint8_t ip[16]);
 void egress_decide(const egress_rules *rs, const char *host, uint32_t port,
                    const uint8_t *ip, egress_decision *out);
 
-/* ---- the proxy (proxy.c, resolve.c) ------------------------------------ */
+/* ---- the proxy (proxy.c and its parts, proxy_internal.h; resolve.c) -------- */
 
 typedef struct egress_audit {
     const char *sandbox, *kind;       /* kind: "connect" or "http" */
