@@ -5,7 +5,10 @@
 # bench_load, records the gateway with `perf record -g`, and prints the top
 # symbols (self time), the top shared objects and the CPU µs per call.
 #
-#   bench/profile.sh [--build DIR] [--secs S] [-c N] [--callgrind]
+#   bench/profile.sh [--build DIR] [--secs S] [-c N] [--call get|run] [--callgrind]
+#
+# --call: the gateway call to drive, GetSandbox (get, default) or RunCode
+# x=1+1 (run; the nginx count stays on GetSandbox).
 #
 # --callgrind: instead run the gateway under valgrind --tool=callgrind for a
 # fixed number of calls and print instruction counts per call (slow); then
@@ -19,12 +22,14 @@ repo=$(cd "$here/.." && pwd)
 build=$repo/build
 secs=10
 conc=16
+call=get
 cg=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$(cd "$2" && pwd); shift ;;
     --secs) secs=$2; shift ;;
     -c) conc=$2; shift ;;
+    --call) call=$2; shift ;;
     --callgrind) cg=1 ;;
     *) echo "profile.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -90,10 +95,10 @@ if [ "$cg" = 1 ]; then
   vg_pid=$!
   for _ in $(seq 1 200); do [ -s "$run/gateway.port" ] && break; sleep 0.1; done
   gw=127.0.0.1:$(cat "$run/gateway.port")
-  "$build/bin/bench_load" run --addr "$gw" --api gateway --call get --key "$key" --id "$sid" -c 16 --count 200 >/dev/null
+  "$build/bin/bench_load" run --addr "$gw" --api gateway --call "$call" --key "$key" --id "$sid" -c 16 --count 200 >/dev/null
   callgrind_control -z "$vg_pid" >/dev/null 2>&1 || true
   n=5000
-  "$build/bin/bench_load" run --addr "$gw" --api gateway --call get --key "$key" --id "$sid" -c "$conc" --count "$n"
+  "$build/bin/bench_load" run --addr "$gw" --api gateway --call "$call" --key "$key" --id "$sid" -c "$conc" --count "$n"
   callgrind_control -d "$vg_pid" >/dev/null 2>&1 || true
   sleep 1
   f=$(ls -t "$work"/cg.out* | head -1)
@@ -106,7 +111,7 @@ if [ "$cg" = 1 ]; then
   exit 0
 fi
 
-"$build/bin/bench_load" run --addr "$gw" --api gateway --call get --key "$key" --id "$sid" -c "$conc" \
+"$build/bin/bench_load" run --addr "$gw" --api gateway --call "$call" --key "$key" --id "$sid" -c "$conc" \
   --secs $((secs + 2)) --warmup 1 --cpu "gw=$gw_pid" >"$work/load.txt" &
 lp=$!
 sleep 1.5
