@@ -11,6 +11,13 @@
 /* Grace on top of the action timeout for the host's interrupt ladder. */
 #define ACTION_GRACE_S 15
 
+/* A stream message's field number by name (the field that marks the last). */
+static uint32_t field_id(const ProtobufCMessageDescriptor *d, const char *name)
+{
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, name);
+    return f ? f->id : 0;
+}
+
 static void caps(gw_req *r, uint32_t timeout, uint64_t output, policy_limits *lim)
 {
     policy_limits asked = {.action_timeout_s = timeout, .output_bytes = output};
@@ -38,6 +45,7 @@ static void run_owned(gw_req *r)
     req->timeout_seconds = lim.action_timeout_s;
     req->max_output_bytes = lim.output_bytes;
     gw_req_forward_stream(r, "/sandgate.v1.Host/RunCode",
+                          field_id(&sandgate__v1__run_code_event__descriptor, "end"),
                           (double)lim.action_timeout_s + ACTION_GRACE_S);
 }
 
@@ -56,6 +64,7 @@ static void exec_owned(gw_req *r)
     req->timeout_seconds = lim.action_timeout_s;
     req->max_output_bytes = lim.output_bytes;
     gw_req_forward_stream(r, "/sandgate.v1.Host/Exec",
+                          field_id(&sandgate__v1__exec_event__descriptor, "exit"),
                           (double)lim.action_timeout_s + ACTION_GRACE_S);
 }
 

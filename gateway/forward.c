@@ -1,8 +1,10 @@
 /* forward.c — one public call relayed to a host. The host call is a child
  * of the incoming one (deadline and cancellation propagate). Streams: each
  * host message is sent on to the client before the next is read, so a slow
- * client slows the host instead of filling the gateway's memory. Unary: one
- * batch to the host, and the reply and status to the client in one batch. */
+ * client slows the host instead of filling the gateway's memory; the message
+ * that ends a stream (RunCode's End, Exec's exit) waits for the status, which
+ * follows it at once, and goes out with it. Unary: one batch to the host, and
+ * the reply and status to the client in one batch. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -12,6 +14,7 @@ typedef struct gw_fwd {
     rpc_call *in;       /* owned ref */
     rpc_fwd *out;       /* owned by rpc_fwd; valid until on_done */
     gw_fwd_opts opts;
+    grpc_byte_buffer *last;   /* owned: the held last message (opts.last_field) */
 } gw_fwd;
 
 static const char *host_details(grpc_status_code code, const char *details)
@@ -45,6 +48,15 @@ static void on_host_message(void *arg, rpc_fwd *out, grpc_byte_buffer *bb)
 {
     gw_fwd *f = arg;
     f->out = out;
+    if (f->last) {   /* more after the "last" one: keep the host's order */
+        rpc_call_send(f->in, f->last, NULL, NULL);
+        f->last = NULL;
+    }
+    if (f->opts.last_field && rpc_wire_has(bb, f->opts.last_field)) {
+        f->last = bb;   /* the status follows at once; they go out together */
+        rpc_fwd_next(out);
+        return;
+    }
     if (rpc_call_send(f->in, bb, on_client_sent, f) != 0)
         rpc_fwd_cancel(f->out);
 }
@@ -52,7 +64,8 @@ static void on_host_message(void *arg, rpc_fwd *out, grpc_byte_buffer *bb)
 static void on_host_done(void *arg, grpc_status_code code, const char *details)
 {
     gw_fwd *f = arg;
-    rpc_call_finish(f->in, code, host_details(code, details));
+    rpc_call_finish_msg(f->in, f->last, code, host_details(code, details));
+    f->last = NULL;
     fwd_end(f, code);
 }
 

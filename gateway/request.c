@@ -286,8 +286,9 @@ void gw_req_forward(gw_req *r, const char *method, const ProtobufCMessage *req,
     gw_forward(r->in, r->host, method, req ? req : r->msg, &o);
 }
 
-void gw_req_forward_stream(gw_req *r, const char *method, double timeout_s)
+void gw_req_forward_stream(gw_req *r, const char *method, uint32_t last_field, double timeout_s)
 {
-    gw_fwd_opts o = {.stream = 1, .on_done = on_forward_done, .arg = r, .timeout_s = timeout_s};
+    gw_fwd_opts o = {.stream = 1, .last_field = last_field, .on_done = on_forward_done, .arg = r,
+                     .timeout_s = timeout_s};
     gw_forward(r->in, r->host, method, r->msg, &o);
 }

@@ -38,8 +38,9 @@ void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r));
  * the end. rewrite (optional) turns the host's reply into the public one. */
 void gw_req_forward(gw_req *r, const char *method, const ProtobufCMessage *req,
                     grpc_byte_buffer *(*rewrite)(void *, grpc_byte_buffer *), double timeout_s);
-/* The same for a server-streaming method: messages are relayed as they are. */
-void gw_req_forward_stream(gw_req *r, const char *method, double timeout_s);
+/* The same for a server-streaming method: messages are relayed as they are;
+ * one with field last_field (0 = none) is the last and rides with the status. */
+void gw_req_forward_stream(gw_req *r, const char *method, uint32_t last_field, double timeout_s);
 void gw_req_fail(gw_req *r, const sg_err *e);
 /* Take one of the tenant's concurrent-action slots for this call (released
  * when r is freed). Answers RESOURCE_EXHAUSTED itself on failure. */

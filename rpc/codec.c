@@ -116,3 +116,16 @@ grpc_byte_buffer *rpc_wire_submessage(grpc_byte_buffer *bb, uint32_t field)
     grpc_slice_unref(s);
     return out;
 }
+
+int rpc_wire_has(grpc_byte_buffer *bb, uint32_t field)
+{
+    grpc_byte_buffer_reader r;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+        return 0;
+    grpc_slice s = grpc_byte_buffer_reader_readall(&r);
+    grpc_byte_buffer_reader_destroy(&r);
+    size_t off, n;
+    int has = rpc_wire_field(GRPC_SLICE_START_PTR(s), GRPC_SLICE_LENGTH(s), field, &off, &n) == 0;
+    grpc_slice_unref(s);
+    return has;
+}

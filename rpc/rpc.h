@@ -103,6 +103,8 @@ uint8_t *rpc_flatten(grpc_byte_buffer *bb, size_t *len);
 int rpc_wire_field(const uint8_t *buf, size_t len, uint32_t field, size_t *off, size_t *n);
 /* A new buffer holding just that field's bytes (an embedded message), or NULL. */
 grpc_byte_buffer *rpc_wire_submessage(grpc_byte_buffer *bb, uint32_t field);
+/* Whether the message in bb has length-delimited field `field` (once). */
+int rpc_wire_has(grpc_byte_buffer *bb, uint32_t field);
 
 /* ---- status ---- */
 grpc_status_code rpc_status_from_err(int sg_code);
