@@ -96,6 +96,8 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
     f->in = rpc_call_ref(in);
     f->opts = *opts;
     sg_err err;
+    /* A client's cancel must reach the host (a long RunCode is interrupted). */
+    rpc_call_watch_close(in);
     grpc_completion_queue *cq = rpc_server_cq(rpc_call_server(in));
     gpr_timespec deadline = rpc_deadline_in(opts->timeout_s > 0 ? opts->timeout_s : 30);
     int rc;

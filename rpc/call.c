@@ -74,9 +74,9 @@ static void on_close(void *arg, int ok)
 }
 
 /* The close watch (RECV_CLOSE_ON_SERVER) is started only when someone asks
- * about cancellation (rpc_call_on_cancel); otherwise it rides in the batch
- * that sends the status. One completion fewer per call: forwarded calls
- * learn of a cancel through their child call instead. Holds c->mu. */
+ * about cancellation (rpc_call_on_cancel, rpc_call_watch_close); otherwise
+ * it rides in the batch that sends the status: one completion fewer for a
+ * short call. Holds c->mu. */
 static void start_close_watch_locked(rpc_call *c)
 {
     if (c->close_started)
@@ -143,6 +143,13 @@ int rpc_call_auth_property(rpc_call *c, const char *name, char *buf, size_t len)
     }
     grpc_auth_context_release(ctx);
     return rc;
+}
+
+void rpc_call_watch_close(rpc_call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    start_close_watch_locked(c);
+    pthread_mutex_unlock(&c->mu);
 }
 
 void rpc_call_on_cancel(rpc_call *c, void (*cb)(void *arg), void *arg)

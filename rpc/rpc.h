@@ -69,6 +69,11 @@ int rpc_call_auth_property(rpc_call *c, const char *name, char *buf, size_t len)
 /* Nonzero once the call is known cancelled: known only after rpc_call_on_cancel
  * was registered or the status went out (the close watch starts then). */
 int rpc_call_cancelled(rpc_call *c);
+/* Start watching for the client's cancel now (without it, the watch starts
+ * with rpc_call_on_cancel or rides in the status batch). A call whose
+ * forwarded child may run long needs it: grpc hands a client's cancel on
+ * to the children only through a pending close watch. */
+void rpc_call_watch_close(rpc_call *c);
 /* cb runs once, on a loop thread, when the client cancels or the call ends
  * abnormally; immediately if that already happened. */
 void rpc_call_on_cancel(rpc_call *c, void (*cb)(void *arg), void *arg);

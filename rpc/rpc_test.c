@@ -131,6 +131,7 @@ static void relay_unary_done(void *arg, rpc_unary_result *res)
 static void on_relay_unary(rpc_call *c, void *d)
 {
     sg_err err;
+    rpc_call_watch_close(c);   /* a client's cancel reaches the child */
     rpc_call *in = rpc_call_ref(c);
     if (rpc_unary_start(to_backend, rpc_server_cq(rpc_call_server(c)), rpc_call_grpc(c),
                         (const char *)d, rpc_deadline_in(30), NULL, 0, request_copy(c),
@@ -142,6 +143,7 @@ static void on_relay_unary(rpc_call *c, void *d)
 
 static void on_relay(rpc_call *c, void *d)
 {
+    rpc_call_watch_close(c);
     relay *r = calloc(1, sizeof *r);
     r->in = rpc_call_ref(c);
     size_t len;
@@ -341,6 +343,47 @@ static void cancel_propagates(const char *method)
 }
 
 static void test_cancel_propagates_through_forwarder(void **s) { cancel_propagates("/t.T/Slow"); }
+
+/* The client cancels (long deadline, no expiry): the proxy's close watch
+ * must carry it to the child, and the backend's handler must see it. */
+static void explicit_cancel_propagates(const char *method)
+{
+    slow_cancelled = 0;
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_call *call = grpc_channel_create_call(to_proxy, NULL, 0, cq,
+                                               grpc_slice_from_static_string(method), NULL,
+                                               rpc_deadline_in(60), NULL);
+    Sandgate__V1__OutputChunk req;
+    chunk(&req, "x", 1);
+    grpc_byte_buffer *bb = rpc_pack(&req.base);
+    grpc_op ops[3];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = bb;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    assert_int_equal(grpc_call_start_batch(call, ops, 3, (void *)1, NULL), GRPC_CALL_OK);
+    grpc_event ev = grpc_completion_queue_next(cq, rpc_deadline_in(5), NULL);
+    assert_int_equal(ev.type, GRPC_OP_COMPLETE);
+    usleep(200000);   /* the backend's handler is waiting by now */
+    grpc_call_cancel(call, NULL);
+    for (int i = 0; i < 300 && !slow_cancelled; i++)
+        usleep(10000);
+    assert_true(slow_cancelled);
+    grpc_call_unref(call);
+    grpc_byte_buffer_destroy(bb);
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN)
+        ;
+    grpc_completion_queue_destroy(cq);
+}
+
+static void test_client_cancel_through_forwarder(void **s) { explicit_cancel_propagates("/t.T/Slow"); }
+static void test_client_cancel_through_stream_forwarder(void **s)
+{
+    explicit_cancel_propagates("/t.T/SlowS");
+}
 static void test_cancel_propagates_through_stream_forwarder(void **s)
 {
     cancel_propagates("/t.T/SlowS");
@@ -406,6 +449,8 @@ int main(void)
         cmocka_unit_test(test_deadline_cancels_handler),
         cmocka_unit_test(test_cancel_propagates_through_forwarder),
         cmocka_unit_test(test_cancel_propagates_through_stream_forwarder),
+        cmocka_unit_test(test_client_cancel_through_forwarder),
+        cmocka_unit_test(test_client_cancel_through_stream_forwarder),
         cmocka_unit_test(test_wire_field),
         cmocka_unit_test(test_many_concurrent_streams),
     };

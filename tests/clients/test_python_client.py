@@ -173,6 +173,27 @@ class PythonClientTest(unittest.TestCase):
         self.assertClean(ex)
         self.assertEqual(ex.text, "42")
 
+    def test_client_cancel_interrupts_the_code(self):
+        """A client that gives up on a RunCode cancels it; the cancel must
+        reach the host through the gateway and interrupt the code, so the
+        next call runs at once, in the same context."""
+        sb = self.sandbox()
+        self.assertClean(sb.run_code("before = 7", timeout_seconds=10))
+        req = self.demo.pb.RunCodeRequest(
+            sandbox_id=sb.sandbox_id, user_id=sb.user_id, timeout_seconds=60,
+            code="print('started', flush=True)\nimport time\ntime.sleep(30)\n")
+        events = self.demo.stream("RunCode", req, timeout=90)
+        first = next(events)
+        self.assertEqual(first.WhichOneof("event"), "stdout", first)
+        events.close()   # the client's call.cancel()
+        t0 = time.monotonic()
+        ex = sb.run_code("before * 6", timeout_seconds=40)
+        took = time.monotonic() - t0
+        self.assertClean(ex)
+        self.assertEqual(ex.text, "42")
+        self.assertLess(took, 10, "the next call waited %.1f s: the cancel did not reach "
+                                  "the running code" % took)
+
     def test_timeout_ignoring_interrupt_restarts_context(self):
         sb = self.sandbox()
         self.assertClean(sb.run_code("lost = 1", timeout_seconds=10))
