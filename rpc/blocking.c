@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc/rpc.h"
+#include "rpc/internal.h"
 
 typedef struct blocking {
     grpc_completion_queue *cq;
@@ -33,16 +33,8 @@ static int start(blocking *b, grpc_channel *ch, const char *method, const grpc_m
     if (!b->call)
         return -1;
     grpc_byte_buffer *bb = rpc_pack(req);
-    grpc_op ops[5];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = n_md;
-    ops[0].data.send_initial_metadata.metadata = (grpc_metadata *)md;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = bb;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &b->init_md;
+    grpc_op ops[4];
+    rpc_client_open_ops(ops, md, n_md, bb, &b->init_md);
     grpc_call_start_batch(b->call, ops, 4, (void *)1, NULL);
     int ok = pluck(b, (void *)1);
     grpc_byte_buffer_destroy(bb);

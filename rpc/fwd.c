@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc/rpc.h"
+#include "rpc/internal.h"
 
 struct rpc_fwd {
     atomic_int refs;
@@ -211,10 +211,8 @@ static grpc_call *call_create(grpc_channel *ch, grpc_completion_queue *cq, grpc_
                                         NULL, deadline, NULL);
 }
 
-/* The ops that open a client call: metadata, the one request, half-close,
- * and reading the server's initial metadata (ops[0..3]). */
-static void open_ops(grpc_op ops[4], const grpc_metadata *md, size_t n_md, grpc_byte_buffer *req,
-                     grpc_metadata_array *init_md)
+void rpc_client_open_ops(grpc_op ops[4], const grpc_metadata *md, size_t n_md,
+                         grpc_byte_buffer *req, grpc_metadata_array *init_md)
 {
     memset(ops, 0, 4 * sizeof *ops);
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -249,7 +247,7 @@ rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *p
         return NULL;
     }
     grpc_op ops[4];
-    open_ops(ops, md, n_md, req, &f->init_md);
+    rpc_client_open_ops(ops, md, n_md, req, &f->init_md);
     /* send batch, status batch, on_done not yet delivered, the caller until we return */
     atomic_init(&f->refs, 4);
     f->send_tag = (rpc_tag){on_send_done, f};
@@ -338,7 +336,7 @@ int rpc_unary_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *pare
     }
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
-    open_ops(ops, md, n_md, req, &u->init_md);
+    rpc_client_open_ops(ops, md, n_md, req, &u->init_md);
     ops[4].op = GRPC_OP_RECV_MESSAGE;
     ops[4].data.recv_message.recv_message = &u->resp;
     ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;

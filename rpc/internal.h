@@ -1,4 +1,5 @@
-/* internal.h — structures shared by server.c and call.c only. */
+/* internal.h — what the library's own files share: the server's structures
+ * (server.c, call.c) and the ops that open a client call (fwd.c, blocking.c). */
 #ifndef SG_RPC_INTERNAL_H
 #define SG_RPC_INTERNAL_H
 
@@ -56,6 +57,11 @@ struct rpc_call {
     int status_queued;
     rpc_tag send_tag;
 };
+
+/* ops[0..3] of a client call: metadata, the one request, half-close, and
+ * reading the server's initial metadata (fwd.c). */
+void rpc_client_open_ops(grpc_op ops[4], const grpc_metadata *md, size_t n_md,
+                         grpc_byte_buffer *req, grpc_metadata_array *init_md);
 
 rpc_call *rpc_call_new(rpc_server *s, rpc_method *m);
 /* A new call arrived: run the handler. */
