@@ -120,11 +120,12 @@ void pol_read_tasks(pol_vctx *v, const ynode *m, const char *path, const char **
     *out = s;
 }
 
-/* tenants: ["*"] or ids; resolved against the tenant index. */
-uint32_t *pol_read_tenant_refs(pol_vctx *v, const ynode *n, const char *path, size_t *count, int *all)
+/* A list of names resolved against ix (what: "tenant", "template"); with
+ * all non-NULL, "*" sets it instead of naming one. */
+static uint32_t *read_refs(pol_vctx *v, const ynode *n, const char *path, const pol_index *ix,
+                           const char *what, size_t *count, int *all)
 {
     *count = 0;
-    *all = 0;
     const ynode *l = pol_read_list(v, n, path);
     if (!l)
         return NULL;
@@ -134,36 +135,27 @@ uint32_t *pol_read_tenant_refs(pol_vctx *v, const ynode *n, const char *path, si
         const char *s;
         if (pol_list_str(v, l, path, i, sub, &s) < 0)
             continue;
-        if (strcmp(s, "*") == 0) {
+        if (all && strcmp(s, "*") == 0) {
             *all = 1;
             continue;
         }
-        long t = pol_name_lookup(&v->p->by_tenant, s);
+        long t = pol_name_lookup(ix, s);
         if (t < 0)
-            pol_err(v->d, l->kids[i], sub, "unknown tenant '%s'", s);
+            pol_err(v->d, l->kids[i], sub, "unknown %s '%s'", what, s);
         else
             out[(*count)++] = (uint32_t)t;
     }
     return out;
 }
 
+/* tenants: ["*"] or ids; resolved against the tenant index. */
+uint32_t *pol_read_tenant_refs(pol_vctx *v, const ynode *n, const char *path, size_t *count, int *all)
+{
+    *all = 0;
+    return read_refs(v, n, path, &v->p->by_tenant, "tenant", count, all);
+}
+
 uint32_t *pol_read_template_refs(pol_vctx *v, const ynode *n, const char *path, size_t *count)
 {
-    *count = 0;
-    const ynode *l = pol_read_list(v, n, path);
-    if (!l)
-        return NULL;
-    uint32_t *out = pol_alloc(v->a, (l->n + 1) * sizeof *out);
-    for (size_t i = 0; i < l->n; i++) {
-        char sub[YPATH_MAX];
-        const char *s;
-        if (pol_list_str(v, l, path, i, sub, &s) < 0)
-            continue;
-        long t = pol_name_lookup(&v->p->by_template, s);
-        if (t < 0)
-            pol_err(v->d, l->kids[i], sub, "unknown template '%s'", s);
-        else
-            out[(*count)++] = (uint32_t)t;
-    }
-    return out;
+    return read_refs(v, n, path, &v->p->by_template, "template", count, NULL);
 }
