@@ -52,7 +52,7 @@ static void on_host_message(void *arg, rpc_fwd *out, grpc_byte_buffer *bb)
         rpc_call_send(f->in, f->last, NULL, NULL);
         f->last = NULL;
     }
-    if (f->opts.last_field && rpc_wire_has(bb, f->opts.last_field)) {
+    if (f->opts.last_field && rpc_wire_first_field(bb) == f->opts.last_field) {
         f->last = bb;   /* the status follows at once; they go out together */
         rpc_fwd_next(out);
         return;

@@ -50,8 +50,9 @@ void gw_audit(const policy *p, const char *tenant, const char *user, const char 
 /* forward.c — relay a call to a host, optionally rewriting each response */
 typedef struct gw_fwd_opts {
     int stream;                 /* server-streaming method; else unary (one batch each way) */
-    /* Streams: a message with this field (RunCode's End, Exec's exit) is the
-     * last; it is held and sent with the status, in one batch. 0 = none. */
+    /* Streams: an event of this kind (its oneof field: RunCode's End, Exec's
+     * exit) is the last; it is held and sent with the status, in one batch.
+     * 0 = none. */
     uint32_t last_field;
     /* Rewrite the host's unary reply into the public one (unary only). NULL =
      * relay bytes as they are. Returns a new buffer or NULL to fail the call

@@ -117,15 +117,30 @@ grpc_byte_buffer *rpc_wire_submessage(grpc_byte_buffer *bb, uint32_t field)
     return out;
 }
 
-int rpc_wire_has(grpc_byte_buffer *bb, uint32_t field)
+/* Only the key is read, from the first slice when it holds it whole: a
+ * relay looks at every stream message and must not copy a 64 KiB chunk to
+ * learn its kind. */
+uint32_t rpc_wire_first_field(grpc_byte_buffer *bb)
 {
     grpc_byte_buffer_reader r;
     if (!grpc_byte_buffer_reader_init(&r, bb))
         return 0;
-    grpc_slice s = grpc_byte_buffer_reader_readall(&r);
+    grpc_slice *first = NULL;
+    uint64_t key = 0;
+    int ok = -1;
+    if (grpc_byte_buffer_reader_peek(&r, &first)) {
+        const uint8_t *p = GRPC_SLICE_START_PTR(*first);
+        ok = wire_varint(&p, p + GRPC_SLICE_LENGTH(*first), &key);
+    }
     grpc_byte_buffer_reader_destroy(&r);
-    size_t off, n;
-    int has = rpc_wire_field(GRPC_SLICE_START_PTR(s), GRPC_SLICE_LENGTH(s), field, &off, &n) == 0;
-    grpc_slice_unref(s);
-    return has;
+    if (ok != 0 && grpc_byte_buffer_length(bb) > 0) {
+        /* the key runs on past the first slice: read it all (rare) */
+        grpc_byte_buffer_reader_init(&r, bb);
+        grpc_slice all = grpc_byte_buffer_reader_readall(&r);
+        grpc_byte_buffer_reader_destroy(&r);
+        const uint8_t *p = GRPC_SLICE_START_PTR(all);
+        ok = wire_varint(&p, p + GRPC_SLICE_LENGTH(all), &key);
+        grpc_slice_unref(all);
+    }
+    return ok == 0 && (key >> 3) <= UINT32_MAX ? (uint32_t)(key >> 3) : 0;
 }

@@ -108,8 +108,9 @@ uint8_t *rpc_flatten(grpc_byte_buffer *bb, size_t *len);
 int rpc_wire_field(const uint8_t *buf, size_t len, uint32_t field, size_t *off, size_t *n);
 /* A new buffer holding just that field's bytes (an embedded message), or NULL. */
 grpc_byte_buffer *rpc_wire_submessage(grpc_byte_buffer *bb, uint32_t field);
-/* Whether the message in bb has length-delimited field `field` (once). */
-int rpc_wire_has(grpc_byte_buffer *bb, uint32_t field);
+/* The field number of the first key in bb, 0 if none or malformed: for a
+ * message that is one oneof (a stream event), which kind it is. */
+uint32_t rpc_wire_first_field(grpc_byte_buffer *bb);
 
 /* ---- status ---- */
 grpc_status_code rpc_status_from_err(int sg_code);

@@ -344,6 +344,36 @@ static void cancel_propagates(const char *method)
 
 static void test_cancel_propagates_through_forwarder(void **s) { cancel_propagates("/t.T/Slow"); }
 
+static grpc_byte_buffer *bytes_in_slices(const uint8_t *b, size_t n, size_t first_len)
+{
+    grpc_slice parts[2] = {grpc_slice_from_copied_buffer((const char *)b, first_len),
+                           grpc_slice_from_copied_buffer((const char *)b + first_len, n - first_len)};
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(parts, n > first_len ? 2 : 1);
+    grpc_slice_unref(parts[0]);
+    grpc_slice_unref(parts[1]);
+    return bb;
+}
+
+/* rpc_wire_first_field: the kind of a stream event, from a key split or not. */
+static void test_wire_first_field(void **s)
+{
+    uint8_t big[4096] = {0x2a, 0x02, 'o', 'k'};   /* field 5 (End), then zeros */
+    grpc_byte_buffer *bb = bytes_in_slices(big, sizeof big, sizeof big);
+    assert_int_equal(rpc_wire_first_field(bb), 5);
+    grpc_byte_buffer_destroy(bb);
+    static const uint8_t wide[] = {0xfa, 0x01, 0x00};   /* field 31, key in 2 bytes */
+    bb = bytes_in_slices(wide, sizeof wide, 1);          /* split inside the key */
+    assert_int_equal(rpc_wire_first_field(bb), 31);
+    grpc_byte_buffer_destroy(bb);
+    static const uint8_t cut[] = {0xfa};                  /* key never ends */
+    bb = bytes_in_slices(cut, sizeof cut, 1);
+    assert_int_equal(rpc_wire_first_field(bb), 0);
+    grpc_byte_buffer_destroy(bb);
+    bb = grpc_raw_byte_buffer_create(NULL, 0);
+    assert_int_equal(rpc_wire_first_field(bb), 0);
+    grpc_byte_buffer_destroy(bb);
+}
+
 /* The client cancels (long deadline, no expiry): the proxy's close watch
  * must carry it to the child, and the backend's handler must see it. */
 static void explicit_cancel_propagates(const char *method)
@@ -452,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_client_cancel_through_forwarder),
         cmocka_unit_test(test_client_cancel_through_stream_forwarder),
         cmocka_unit_test(test_wire_field),
+        cmocka_unit_test(test_wire_first_field),
         cmocka_unit_test(test_many_concurrent_streams),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
