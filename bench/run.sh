@@ -125,8 +125,10 @@ cg_pids_dir() {   # where <id>/cgroup.procs live
 }
 
 nginx_pid=""
+relay_pid=""
 cleanup() {
   set +e
+  [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
   if [ -n "$nginx_pid" ] && kill -0 "$nginx_pid" 2>/dev/null; then
     kill -QUIT "$nginx_pid"; for _ in $(seq 1 50); do kill -0 "$nginx_pid" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$nginx_pid" 2>/dev/null && kill -KILL "$nginx_pid"
@@ -274,48 +276,81 @@ start_nginx() {
   nginx_pids=$(echo "$nginx_pid" $(ps -o pid= --ppid "$nginx_pid") | tr ' ' '+' | sed 's/++*/+/g')
 }
 
+# bench_relay: the same forward as the gateway's with none of sandgate's code,
+# so the table shows what two C-core legs cost apart from auth and policy.
+start_relay() {
+  [ -x "$bin/bench_relay" ] || return 1
+  "$bin/bench_relay" --backend "$host" --port-file "$work/relay.port" 2>>"$work/relay.err" &
+  relay_pid=$!
+  for _ in $(seq 1 100); do
+    [ -s "$work/relay.port" ] && { relay_addr=127.0.0.1:$(cat "$work/relay.port"); return 0; }
+    kill -0 "$relay_pid" 2>/dev/null || { cat "$work/relay.err" >&2; relay_pid=""; return 1; }
+    sleep 0.05
+  done
+  return 1
+}
+# cpu_sum LINE: "client+proxy+host=total" µs per call
+cpu_sum() {
+  local c p h
+  c=$(kv "$1" cpu_client_us); p=$(kv "$1" cpu_proxy_us); h=$(kv "$1" cpu_host_us)
+  [ -n "$c" ] || { echo n/a; return; }
+  echo "$(fmt "$c" 0)+$(fmt "${p:-0}" 0)+$(fmt "$h" 0)=$(fmt "$(awk -v a="$c" -v b="${p:-0}" -v d="$h" 'BEGIN{print a+b+d}')" 0)"
+}
+
 if want 3; then
   say "3: gateway cost (GetSandbox)"
-  nginx_ok=0
+  nginx_ok=0; relay_ok=0
   start_nginx && nginx_ok=1 || say "nginx not available: the nginx column is n/a"
+  start_relay && relay_ok=1 || { say "bench_relay did not start: its column is n/a"; failed=1; }
   best_gw=0
   for c in $concs; do
     conns=1
     # Interleaved repetitions: drift on this shared machine hits all three alike.
-    gs=(); hs=(); ns=()
+    gs=(); hs=(); ns=(); rs=()
     for _ in $(seq 1 "$reps"); do
       g=$(loadrun --addr "$gw" --api gateway --call get --key "$key" --id "$sid" -c "$c" --secs "$secs" --warmup "$warm" \
           --cpu "proxy=$gw_pid,host=$host_pid")
       h=$(loadrun --addr "$host" --api host --call get --id "$sid" -c "$c" --secs "$secs" --warmup "$warm" --cpu "host=$host_pid")
       for x in "$g" "$h"; do [ -n "$x" ] && [ "$(kv "$x" errors)" = 0 ] || failed=1; done
       gs+=("$g"); hs+=("$h")
+      if [ "$relay_ok" = 1 ]; then
+        r=$(loadrun --addr "$relay_addr" --api host --call get --id "$sid" -c "$c" --secs "$secs" --warmup "$warm" \
+            --cpu "proxy=$relay_pid,host=$host_pid")
+        [ -n "$r" ] && [ "$(kv "$r" errors)" = 0 ] || failed=1
+        rs+=("$r")
+      fi
       if [ "$nginx_ok" = 1 ]; then
         ns+=("$(loadrun --addr "$nginx_addr" --api host --call get --id "$sid" -c "$c" --secs "$secs" --warmup "$warm" \
             --cpu "proxy=$nginx_pids,host=$host_pid")")
       fi
     done
-    g=$(median_run "${gs[@]}"); h=$(median_run "${hs[@]}"); n=""
+    g=$(median_run "${gs[@]}"); h=$(median_run "${hs[@]}"); n=""; rl=""
     [ "$nginx_ok" = 1 ] && n=$(median_run "${ns[@]}")
-    [ "$reps" -gt 1 ] && notes+=("c=$c calls/s over $reps runs: gateway $(rate_range "${gs[@]}"), host $(rate_range "${hs[@]}")$([ "$nginx_ok" = 1 ] && echo ", nginx $(rate_range "${ns[@]}")")")
-    echo "$g" >>"$work/s3.txt"; echo "$h" >>"$work/s3.txt"; echo "$n" >>"$work/s3.txt"
+    [ "$relay_ok" = 1 ] && rl=$(median_run "${rs[@]}")
+    [ "$reps" -gt 1 ] && notes+=("c=$c calls/s over $reps runs: gateway $(rate_range "${gs[@]}"), host $(rate_range "${hs[@]}")$([ "$relay_ok" = 1 ] && echo ", bare relay $(rate_range "${rs[@]}")")$([ "$nginx_ok" = 1 ] && echo ", nginx $(rate_range "${ns[@]}")")")
+    printf '%s\n' "$g" "$h" "$rl" "$n" >>"$work/s3.txt"
     gr=$(kv "$g" rate); nr=$(kv "$n" rate); hr=$(kv "$h" rate)
     lt "$best_gw" "${gr:-0}" && best_gw=$gr
     rt=$(ratio "$gr" "$nr")
     row 3 "c=$c gateway: calls/s, p50 / p99 µs" "$(fmt "$gr" 0) /s, $(fmt "$(kv "$g" p50_us)" 0) / $(fmt "$(kv "$g" p99_us)" 0)" "" ""
     row 3 "c=$c host direct: calls/s, p50 / p99 µs" "$(fmt "$hr" 0) /s, $(fmt "$(kv "$h" p50_us)" 0) / $(fmt "$(kv "$h" p99_us)" 0)" "" ""
+    if [ -n "$rl" ]; then
+      row 3 "c=$c bare rpc relay (bench_relay: no auth, no policy): calls/s, p50 / p99 µs" \
+        "$(fmt "$(kv "$rl" rate)" 0) /s, $(fmt "$(kv "$rl" p50_us)" 0) / $(fmt "$(kv "$rl" p99_us)" 0)" "" ""
+    fi
     if [ -n "$n" ]; then
       row 3 "c=$c nginx grpc_pass: calls/s, p50 / p99 µs" "$(fmt "$nr" 0) /s, $(fmt "$(kv "$n" p50_us)" 0) / $(fmt "$(kv "$n" p99_us)" 0)" "" ""
       row 3 "c=$c gateway / nginx calls/s" "$(fmt "$rt" 2)×" "≥ 1.5×" "$(check "$rt" ge 1.5)"
+      [ -n "$rl" ] && row 3 "c=$c bare relay / nginx calls/s (the same two C-core legs, no sandgate code)" \
+        "$(fmt "$(ratio "$(kv "$rl" rate)" "$nr")" 2)×" "compare" ""
       row 3 "c=$c gateway p50 below nginx p50" "$(fmt "$(kv "$g" p50_us)" 0) vs $(fmt "$(kv "$n" p50_us)" 0) µs" "gateway < nginx" \
         "$(check "$(kv "$g" p50_us)" lt "$(kv "$n" p50_us)")"
     else
       row 3 "c=$c nginx grpc_pass" "n/a (nginx missing)" "" ""
       row 3 "c=$c gateway / nginx calls/s" "n/a" "≥ 1.5×" "n/a"
     fi
-    gcpu=$(awk -v a="$(kv "$g" cpu_proxy_us)" -v b="$(kv "$g" cpu_host_us)" 'BEGIN{print a+b}')
-    ncpu=$(awk -v a="$(kv "$n" cpu_proxy_us)" -v b="$(kv "$n" cpu_host_us)" 'BEGIN{print a+b}')
-    row 3 "c=$c CPU µs/call (proxy + host): gateway / host only / nginx" \
-      "$(fmt "$(kv "$g" cpu_proxy_us)" 0)+$(fmt "$(kv "$g" cpu_host_us)" 0)=$(fmt "$gcpu" 0) / $(fmt "$(kv "$h" cpu_host_us)" 0) / $( [ -n "$n" ] && echo "$(fmt "$(kv "$n" cpu_proxy_us)" 0)+$(fmt "$(kv "$n" cpu_host_us)" 0)=$(fmt "$ncpu" 0)" || echo n/a)" "" ""
+    row 3 "c=$c CPU µs/call (client + proxy + host): gateway / bare relay / host direct / nginx" \
+      "$(cpu_sum "$g") / $(cpu_sum "$rl") / $(cpu_sum "$h") / $(cpu_sum "$n")" "" ""
   done
   row 3 "gateway calls/s, best of c=${concs// //}" "$(fmt "$best_gw" 0) /s" "≥ 24,000 /s" "$(check "$best_gw" ge 24000)"
 fi
@@ -420,9 +455,12 @@ mkdir -p "$(dirname "$out")"
   echo "Load: bench/load.c (bench_load), a closed-loop client on the C-core completion-queue API, one"
   echo "thread, one HTTP/2 connection, \`-c\` calls in flight; ${secs} s measured after ${warm} s warm-up per point."
   echo "Scenario 3's unary call is GetSandbox on a live sandbox (gateway: authenticated, policy, ownership,"
-  echo "forwarded to the host; host and nginx: the host's GetSandbox). CPU µs/call: utime+stime deltas of"
-  echo "the processes (/proc/PID/stat; nginx: master + worker) over the measured window divided by calls."
-  echo "Scenario 3 runs each point $reps time(s), gateway / host / nginx interleaved, and shows the run"
+  echo "forwarded to the host; host, bare relay and nginx: the host's GetSandbox). The bare relay is"
+  echo "bench/relay.c (bench_relay): the gateway's forward on the same rpc layer (one loop thread, close"
+  echo "watch, one batch each way) with none of sandgate's code, i.e. the cost of two C-core legs."
+  echo "CPU µs/call: utime+stime deltas of the load generator (client), the proxy (nginx: master + worker)"
+  echo "and the host (/proc/PID/stat) over the measured window divided by calls."
+  echo "Scenario 3 runs each point $reps time(s), gateway / host / bare relay / nginx interleaved, and shows the run"
   echo "with the median rate (the spread is under Notes)."
   echo "\"compare\" rows are the alternatives, measured in the same run. MISSED: $missed."
   echo
