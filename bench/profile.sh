@@ -12,8 +12,9 @@
 #
 # --callgrind: instead run the gateway under valgrind --tool=callgrind for a
 # fixed number of calls and print instruction counts per call (slow); then
-# the same count for nginx grpc_pass (one process, the config of run.sh)
-# forwarding the same calls to the same host, when nginx is installed.
+# the same count for bench_relay (the gateway's forward with none of
+# sandgate's code) and for nginx grpc_pass (one process, the config of
+# run.sh), forwarding GetSandbox calls to the same host.
 # Instruction counts do not move with the VM's noise the way rates do.
 # Packages: linux-perf, valgrind.
 set -euo pipefail
@@ -42,6 +43,7 @@ cleanup() {
   set +e
   [ -n "${vg_pid:-}" ] && kill "$vg_pid" 2>/dev/null && wait "$vg_pid" 2>/dev/null
   [ -n "${ng_pid:-}" ] && kill "$ng_pid" 2>/dev/null && wait "$ng_pid" 2>/dev/null
+  [ -n "${rl_pid:-}" ] && kill "$rl_pid" 2>/dev/null && wait "$rl_pid" 2>/dev/null
   SANDGATE_RUN_DIR=$run "$repo/deploy/local/run.sh" stop >/dev/null 2>&1
   [ "${KEEP_WORK:-0}" = 1 ] || rm -rf "$work"
 }
@@ -59,30 +61,54 @@ gw_pid=$(cat "$run/gateway.pid")
 sid=$(head -1 "$work/one")
 
 . "$here/nginx_conf.sh"
+# cg_count PID OUT ADDR API CALL N LABEL: PID runs under callgrind (dumps to
+# OUT*) and serves ADDR; warm it up, zero its counters, drive N calls at
+# -c $conc, dump, and print the instructions per call (program total / N).
+cg_count() {
+  local pid=$1 out=$2 addr=$3 api=$4 c=$5 n=$6 label=$7 f total
+  local auth=(); [ "$api" = gateway ] && auth=(--key "$key")
+  for _ in $(seq 1 200); do
+    "$build/bin/bench_load" run --addr "$addr" --api "$api" "${auth[@]}" --call "$c" --id "$sid" -c 1 --count 1 \
+      >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  "$build/bin/bench_load" run --addr "$addr" --api "$api" "${auth[@]}" --call "$c" --id "$sid" -c 16 --count 200 >/dev/null
+  callgrind_control -z "$pid" >/dev/null 2>&1 || true
+  "$build/bin/bench_load" run --addr "$addr" --api "$api" "${auth[@]}" --call "$c" --id "$sid" -c "$conc" --count "$n"
+  callgrind_control -d "$pid" >/dev/null 2>&1 || true
+  sleep 1
+  f=$(ls -t "$out"* | head -1)
+  total=$(callgrind_annotate "$f" 2>/dev/null | sed -n 's/^\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
+  echo "instructions per call ($label, after reset): $((total / n))"
+  cg_last=$f
+}
+free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 # nginx_count HOSTPORT N: nginx (master_process off: one process) under
-# callgrind, forwarding N GetSandbox calls at -c $conc to the host.
+# callgrind, forwarding N GetSandbox calls to the host.
 nginx_count() {
-  local nd=$work/nginx port f total
-  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  local nd=$work/nginx port
+  port=$(free_port)
   nginx_conf "$nd" "$port" "127.0.0.1:$1" off
   valgrind --tool=callgrind --callgrind-out-file="$nd/cg.out" nginx -p "$nd" -e "$nd/logs/error.log" \
     -c "$nd/nginx.conf" >"$nd/vg.log" 2>&1 &
   ng_pid=$!
-  for _ in $(seq 1 200); do
-    "$build/bin/bench_load" run --addr "127.0.0.1:$port" --api host --call get --id "$sid" -c 1 --count 1 \
-      >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  "$build/bin/bench_load" run --addr "127.0.0.1:$port" --api host --call get --id "$sid" -c 16 --count 200 >/dev/null
-  callgrind_control -z "$ng_pid" >/dev/null 2>&1 || true
-  "$build/bin/bench_load" run --addr "127.0.0.1:$port" --api host --call get --id "$sid" -c "$conc" --count "$2"
-  callgrind_control -d "$ng_pid" >/dev/null 2>&1 || true
-  sleep 1
-  f=$(ls -t "$nd"/cg.out* | head -1)
-  total=$(callgrind_annotate "$f" 2>/dev/null | sed -n 's/^\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
-  echo "instructions per call (nginx grpc_pass, after reset): $((total / $2))"
+  cg_count "$ng_pid" "$nd/cg.out" "127.0.0.1:$port" host get "$2" "nginx grpc_pass"
   kill "$ng_pid" 2>/dev/null; wait "$ng_pid" 2>/dev/null || true
   ng_pid=""
+}
+
+# relay_count HOSTPORT N: bench_relay (the gateway's forward, no sandgate
+# code) under callgrind, forwarding N GetSandbox calls to the host.
+relay_count() {
+  local port
+  port=$(free_port)
+  valgrind --tool=callgrind --callgrind-out-file="$work/relay.cg.out" "$build/bin/bench_relay" \
+    --backend "127.0.0.1:$1" --listen "127.0.0.1:$port" >"$work/relay.vg.log" 2>&1 &
+  rl_pid=$!
+  cg_count "$rl_pid" "$work/relay.cg.out" "127.0.0.1:$port" host get "$2" "bare rpc relay, bench_relay"
+  kill "$rl_pid" 2>/dev/null; wait "$rl_pid" 2>/dev/null || true
+  rl_pid=""
 }
 
 if [ "$cg" = 1 ]; then
@@ -95,16 +121,10 @@ if [ "$cg" = 1 ]; then
   vg_pid=$!
   for _ in $(seq 1 200); do [ -s "$run/gateway.port" ] && break; sleep 0.1; done
   gw=127.0.0.1:$(cat "$run/gateway.port")
-  "$build/bin/bench_load" run --addr "$gw" --api gateway --call "$call" --key "$key" --id "$sid" -c 16 --count 200 >/dev/null
-  callgrind_control -z "$vg_pid" >/dev/null 2>&1 || true
   n=5000
-  "$build/bin/bench_load" run --addr "$gw" --api gateway --call "$call" --key "$key" --id "$sid" -c "$conc" --count "$n"
-  callgrind_control -d "$vg_pid" >/dev/null 2>&1 || true
-  sleep 1
-  f=$(ls -t "$work"/cg.out* | head -1)
-  total=$(callgrind_annotate "$f" 2>/dev/null | sed -n 's/^\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
-  echo "instructions per call (gateway, after reset): $((total / n))"
-  callgrind_annotate --inclusive=no "$f" 2>/dev/null | sed -n '/^Ir/,$p' | head -40 || true
+  cg_count "$vg_pid" "$work/cg.out" "$gw" gateway "$call" "$n" gateway
+  callgrind_annotate --inclusive=no "$cg_last" 2>/dev/null | sed -n '/^Ir/,$p' | head -40 || true
+  [ -x "$build/bin/bench_relay" ] && relay_count "$(cat "$run/host.port")" "$n"
   if command -v nginx >/dev/null 2>&1; then
     nginx_count "$(cat "$run/host.port")" "$n"
   fi
