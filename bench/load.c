@@ -164,8 +164,8 @@ static int n_groups;
 
 static void parse_cpu(void)
 {
-    /* The client's own share: a proxy's two legs cost about what this
-     * client's leg and the host's leg cost together (run.sh's floor). */
+    /* Always measured: the client's own CPU is part of what each path
+     * costs the machine, and a proxy's client leg costs about as much. */
     snprintf(groups[0].name, sizeof groups[0].name, "client");
     groups[0].pids[0] = (int)getpid();
     groups[0].n = 1;

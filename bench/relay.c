@@ -13,8 +13,6 @@
  * cost against nginx's forward. Runs until SIGTERM or SIGINT. */
 #include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "common/daemon.h"
 #include "rpc/rpc.h"
@@ -22,6 +20,12 @@
 #define RELAY_METHOD "/sandgate.v1.Host/GetSandbox"
 
 static grpc_channel *backend;
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: bench_relay --backend HOST:PORT [--listen ADDR] [--port-file FILE]\n");
+    return 2;
+}
 
 static void on_backend_reply(void *arg, rpc_unary_result *res)
 {
@@ -55,15 +59,17 @@ int main(int argc, char **argv)
     static const struct option opts[] = {{"backend", 1, 0, 'b'}, {"listen", 1, 0, 'l'},
                                          {"port-file", 1, 0, 'p'}, {0, 0, 0, 0}};
     for (int o; (o = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
-        if (o == 'b') target = optarg;
-        else if (o == 'l') listen = optarg;
-        else if (o == 'p') port_file = optarg;
-        else target = NULL, argc = 0;
+        if (o == 'b')
+            target = optarg;
+        else if (o == 'l')
+            listen = optarg;
+        else if (o == 'p')
+            port_file = optarg;
+        else
+            return usage();
     }
-    if (!target) {
-        fprintf(stderr, "usage: bench_relay --backend HOST:PORT [--listen ADDR] [--port-file FILE]\n");
-        return 2;
-    }
+    if (!target || optind != argc)
+        return usage();
     sg_daemon_block_signals(0);
     rpc_runtime_init();
     backend = rpc_channel_create(target, NULL);
