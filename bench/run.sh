@@ -305,7 +305,7 @@ if want 3; then
   best_gw=0
   for c in $concs; do
     conns=1
-    # Interleaved repetitions: drift on this shared machine hits all three alike.
+    # Interleaved repetitions: drift on this shared machine hits all four paths alike.
     gs=(); hs=(); ns=(); rs=()
     for _ in $(seq 1 "$reps"); do
       g=$(loadrun --addr "$gw" --api gateway --call get --key "$key" --id "$sid" -c "$c" --secs "$secs" --warmup "$warm" \
