@@ -8,7 +8,7 @@
 #   bench/profile.sh [--build DIR] [--secs S] [-c N] [--call get|run] [--callgrind]
 #
 # --call: the gateway call to drive, GetSandbox (get, default) or RunCode
-# x=1+1 (run; the nginx count stays on GetSandbox).
+# x=1+1 (run; the relay and nginx counts stay on GetSandbox).
 #
 # --callgrind: instead run the gateway under valgrind --tool=callgrind for a
 # fixed number of calls and print instruction counts per call (slow); then
