@@ -14,8 +14,9 @@
 
 /* ---- warm pool ----
  *
- * Per template, SANDGATE_POOL_SIZE (default 4; 0 = off) sandboxes are
- * created ahead of any request: cgroups with default limits, a uid slot, the
+ * Per template, `pool` sandboxes (host config, default 4; 0 = off;
+ * SANDGATE_POOL_SIZE overrides it for every template) are created ahead of
+ * any request: cgroups with default limits, a uid slot, the
  * zygote's fork fully contained (namespaces, pivot_root, uid, caps,
  * seccomp) and its default context forked, but no owner, no env and no
  * secrets (CREATE carries "pool":true and env {}). The supervisor says
@@ -43,18 +44,20 @@ static int pool_refill_max(void)
     return v;
 }
 
-static int pool_target(void)
+/* The template's `pool`, unless SANDGATE_POOL_SIZE (read once) overrides
+ * it for every template, clamped to the config's range. */
+static int pool_target(const host_template *t)
 {
-    static int v = -1;
-    if (v < 0) {
+    static int env = -2;   /* -2 unread, -1 unset */
+    if (env == -2) {
         const char *e = getenv("SANDGATE_POOL_SIZE");
-        v = e && *e ? atoi(e) : 4;
-        if (v < 0)
-            v = 0;
-        if (v > 64)
-            v = 64;
+        env = e && *e ? atoi(e) : -1;
+        if (e && *e && env < 0)
+            env = 0;
+        if (env > CONFIG_POOL_MAX)
+            env = CONFIG_POOL_MAX;
     }
-    return v;
+    return env >= 0 ? env : t->cfg->pool;
 }
 
 void host_pool_wipe_activation(host_sandbox *sb)
@@ -81,7 +84,7 @@ void host_pool_unlink(host_sandbox *sb)
 }
 
 /* Only what a pool sandbox was made with can come from the pool. */
-static int pool_eligible(const Sandgate__V1__HostCreateRequest *req)
+static int pool_eligible(const host_template *t, const Sandgate__V1__HostCreateRequest *req)
 {
     Sandgate__V1__Limits want;
     sandgate__v1__limits__init(&want);
@@ -91,7 +94,7 @@ static int pool_eligible(const Sandgate__V1__HostCreateRequest *req)
     sandgate__v1__limits__init(&pooled);
     host_limits_default(&pooled);
     host_limits_default(&want);
-    return pool_target() > 0 && want.disk_bytes == pooled.disk_bytes &&
+    return pool_target(t) > 0 && want.disk_bytes == pooled.disk_bytes &&
            want.tmp_bytes == pooled.tmp_bytes;
 }
 
@@ -114,7 +117,7 @@ static host_sandbox *take_ready(host_template *t)
 
 host_sandbox *host_pool_take(host_template *t, const Sandgate__V1__HostCreateRequest *req)
 {
-    return pool_eligible(req) ? take_ready(t) : NULL;
+    return pool_eligible(t, req) ? take_ready(t) : NULL;
 }
 
 /* The sandbox's cgroups take its id (v1 rename; v2 keeps the pool name)
@@ -258,7 +261,7 @@ void host_pool_tick(int64_t now_us)
         }
         if ((H.stopping || H.draining) || t->sock.fd < 0 || !t->zygote_ready)
             continue;
-        while (have < pool_target() && starting < pool_refill_max()) {
+        while (have < pool_target(t) && starting < pool_refill_max()) {
             pool_start(t);
             have++;
             starting++;

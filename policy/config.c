@@ -113,16 +113,20 @@ static char *opt_str(cctx *c, const ynode *m, const char *path, const char *key,
     return y_str(&c->d, n, sub, &s) == 0 ? strdup(s) : NULL;
 }
 
-static void opt_u32(cctx *c, const ynode *m, const char *key, uint32_t lo, uint32_t hi, uint32_t *out)
+/* Key `key` of mapping m at `path` ("" at the top), if present, into *out. */
+static void opt_u32(cctx *c, const ynode *m, const char *path, const char *key, uint32_t lo,
+                    uint32_t hi, uint32_t *out)
 {
     const ynode *n = ymap_get(m, key);
+    char sub[YPATH_MAX];
     uint32_t v;
     if (!n)
         return;
-    if (y_u32(&c->d, n, key, hi, &v) < 0)
+    ypath_key(sub, sizeof sub, path, key);
+    if (y_u32(&c->d, n, sub, hi, &v) < 0)
         return;
     if (v < lo) {
-        pol_err(&c->d, n, key, "%u is out of range, expected at least %u", v, lo);
+        pol_err(&c->d, n, sub, "%u is out of range, expected at least %u", v, lo);
         return;
     }
     *out = v;
@@ -203,7 +207,7 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
     out->audit_log = resolve(&c, audit);
     free(audit);
     uint32_t threads = 1;
-    opt_u32(&c, root, "threads", 1, 256, &threads);
+    opt_u32(&c, root, "", "threads", 1, 256, &threads);
     out->threads = (int)threads;
     if (ymap_get(root, "tls"))
         gw_tls(&c, ymap_get(root, "tls"), out);
@@ -284,7 +288,8 @@ static const char *symlink_ok(const char *s)
 
 static void host_template(cctx *c, const ynode *m, const char *path, config_template *t)
 {
-    static const char *const keys[] = {"name", "python", "preload", "ro_binds", "symlinks", "contain", NULL};
+    static const char *const keys[] = {"name",     "python",  "preload", "ro_binds",
+                                       "symlinks", "contain", "pool",    NULL};
     ymap_check(&c->d, m, path, keys);
     char sub[YPATH_MAX];
     t->name = req_str(c, m, path, "name");
@@ -299,6 +304,9 @@ static void host_template(cctx *c, const ynode *m, const char *path, config_temp
     ypath_key(sub, sizeof sub, path, "contain");
     if (ymap_get(m, "contain"))
         y_bool(&c->d, ymap_get(m, "contain"), sub, &t->contain);
+    uint32_t pool = CONFIG_POOL_DEFAULT;
+    opt_u32(c, m, path, "pool", 0, CONFIG_POOL_MAX, &pool);
+    t->pool = (int)pool;
 }
 
 static void host_templates(cctx *c, const ynode *l, config_host *h)
@@ -341,7 +349,7 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
     if (out->name && !name_ok(out->name))
         pol_err(&c.d, ymap_get(root, "name"), "name", "bad host name '%s', expected [a-z0-9]{1,16}", out->name);
     uint32_t threads = 1;
-    opt_u32(&c, root, "threads", 1, 256, &threads);
+    opt_u32(&c, root, "", "threads", 1, 256, &threads);
     out->threads = (int)threads;
     out->runtime_dir = opt_str(&c, root, "", "runtime_dir", "/run/sandgate");
     out->cgroup_root = opt_str(&c, root, "", "cgroup_root", "/sys/fs/cgroup");
@@ -350,9 +358,9 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
     if (out->cgroup_root && out->cgroup_root[0] != '/')
         pol_err(&c.d, ymap_get(root, "cgroup_root"), "cgroup_root", "expected an absolute path");
     out->uid_base = 200000;
-    opt_u32(&c, root, "uid_base", 1000, UINT32_MAX - 1000000, &out->uid_base);
+    opt_u32(&c, root, "", "uid_base", 1000, UINT32_MAX - 1000000, &out->uid_base);
     out->max_sandboxes = 1024;
-    opt_u32(&c, root, "max_sandboxes", 1, 65536, &out->max_sandboxes);
+    opt_u32(&c, root, "", "max_sandboxes", 1, 65536, &out->max_sandboxes);
     if (ymap_get(root, "templates"))
         host_templates(&c, ymap_get(root, "templates"), out);
     int r = close_tree(&c);

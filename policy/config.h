@@ -31,6 +31,8 @@
  *       ro_binds: [/usr, /etc/alternatives, /etc/ssl]
  *       symlinks: ["usr/bin:/bin", "usr/lib:/lib", "usr/lib64:/lib64", "usr/sbin:/sbin"]
  *       contain: true              # false only for tests without root
+ *       pool: 4                    # warm sandboxes kept ready, 0..64 (0 = none);
+ *                                  # SANDGATE_POOL_SIZE overrides it for every template
  */
 #ifndef SG_CONFIG_H
 #define SG_CONFIG_H
@@ -62,7 +64,11 @@ typedef struct config_template {
     char **ro_binds; size_t n_ro_binds;
     char **symlinks; size_t n_symlinks;
     int contain;
+    int pool;              /* warm sandboxes to keep, 0..CONFIG_POOL_MAX */
 } config_template;
+
+#define CONFIG_POOL_DEFAULT 4
+#define CONFIG_POOL_MAX 64
 
 typedef struct config_host {
     char *listen;

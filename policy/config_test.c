@@ -94,6 +94,7 @@ static void test_local_host(void **state)
     assert_int_equal(t->n_symlinks, 4);
     assert_string_equal(t->symlinks[0], "usr/bin:/bin");
     assert_true(t->contain);
+    assert_int_equal(t->pool, 4);
     config_host_cleanup(&h);
     policy_errors_cleanup(&errs);
 }
@@ -116,6 +117,15 @@ static void test_defaults_and_paths(void **state)
     assert_string_equal(g.tls_key, "/k.pem");
     assert_null(g.tls_client_ca);
     config_gateway_cleanup(&g);
+
+    p = write_tmp("hp.yaml", "listen: \"0.0.0.0:1\"\nname: h\ntemplates:\n"
+                             "  - {name: a, python: /p}\n  - {name: b, python: /p, pool: 0}\n");
+    config_host hp;
+    assert_int_equal(config_host_load(p, &hp, &errs), 0);
+    assert_int_equal(hp.n_templates, 2);
+    assert_int_equal(hp.templates[0].pool, CONFIG_POOL_DEFAULT);
+    assert_int_equal(hp.templates[1].pool, 0);
+    config_host_cleanup(&hp);
 
     p = write_tmp("h.yaml", "listen: \"0.0.0.0:1\"\nname: h\n");
     config_host h;
@@ -147,13 +157,20 @@ static const golden goldens[] = {
     {"host: template errors", "h1.yaml",
      "listen: \"127.0.0.1:7444\"\nname: local\nuid_base: 5\ntemplates:\n  - name: ci\n    python: python3\n    preload: [\"no such\"]\n    ro_binds: [usr]\n    symlinks: [\"usr/bin\"]\n    contain: maybe\n    extra: 1\n",
      "h1.yaml:3:11: uid_base: 5 is out of range, expected at least 1000\n"
-     "h1.yaml:11:5: templates[0].extra: unknown key 'extra', expected one of: name, python, preload, ro_binds, symlinks, contain\n"
+     "h1.yaml:11:5: templates[0].extra: unknown key 'extra', expected one of: name, python, preload, ro_binds, symlinks, contain, pool\n"
      "h1.yaml:6:13: templates[0].python: 'python3': expected an absolute path\n"
      "h1.yaml:7:15: templates[0].preload[0]: 'no such': expected a Python module name\n"
      "h1.yaml:8:16: templates[0].ro_binds[0]: 'usr': expected an absolute path\n"
      "h1.yaml:9:16: templates[0].symlinks[0]: 'usr/bin': expected TARGET:LINK, as in usr/bin:/bin\n"
      "h1.yaml:10:14: templates[0].contain: expected true or false, got 'maybe'\n", 1},
     {"host: not a mapping", "h2.yaml", "- a\n", "h2.yaml:1:1: expected a mapping, got a list\n", 1},
+    {"host: pool out of range or not a count", "h3.yaml",
+     "listen: \"127.0.0.1:7444\"\nname: local\ntemplates:\n"
+     "  - {name: a, python: /p, pool: 65}\n  - {name: b, python: /p, pool: -1}\n"
+     "  - {name: c, python: /p, pool: [1]}\n",
+     "h3.yaml:4:33: templates[0].pool: 65 is out of range, expected at most 64\n"
+     "h3.yaml:5:33: templates[1].pool: expected an integer, got '-1'\n"
+     "h3.yaml:6:33: templates[2].pool: expected an integer, got a list\n", 1},
 };
 
 static void test_goldens(void **state)

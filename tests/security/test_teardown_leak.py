@@ -87,7 +87,7 @@ class TeardownLeak(unittest.TestCase):
         mounts0 = sgsec.mountinfo(self.host_pid)
         zyg0 = self.zygotes()
         self.assertTrue(zyg0, "no zygote child of host %d" % self.host_pid)
-        # The host keeps a warm pool (SANDGATE_POOL_SIZE, default 2) of
+        # The host keeps a warm pool (the template's `pool`, default 4) of
         # contained, unowned sandboxes: they are the baseline, and after the
         # cycles the same number (refilled, other ids) may exist, no more.
         procs0, cg0 = self.sandbox_procs(), self.cgroup_children()
