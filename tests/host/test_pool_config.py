@@ -11,56 +11,30 @@ refills, so 3. With SANDGATE_POOL_SIZE=1 in the environment the same config
 keeps 1."""
 import os
 import re
-import shutil
-import subprocess
 import tempfile
 import time
 import unittest
 
-from test_zygote_restart import BUILD, CLI, REPO, RUN_SH, zygotes
-
-
-def children(pid):
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(d))
-        except OSError:
-            continue
-    return out
+from hostd import REPO, Daemons, children, zygotes
 
 
 class PoolFromConfig(unittest.TestCase):
-    def start(self, **env):
-        self.tmp = tempfile.mkdtemp(prefix="sgpool.")
+    def start(self, pool_size=None):
         with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
             cfg = f.read()
         # The template is the file's last block: drop its pool line, add ours.
         cfg = re.sub(r"^ +pool:.*\n", "", cfg, flags=re.M).rstrip("\n") + "\n    pool: 2\n"
-        host_yaml = os.path.join(self.tmp, "host.yaml")
-        with open(host_yaml, "w") as f:
+        fd, self.cfg_path = tempfile.mkstemp(prefix="sgpool.", suffix=".yaml")
+        with os.fdopen(fd, "w") as f:
             f.write(cfg)
-        self.env = dict(os.environ, SANDGATE_RUN_DIR=os.path.join(self.tmp, "run"),
-                        SANDGATE_PORT="0", SANDGATE_HOST_PORT="0", SANDGATE_BUILD=BUILD,
-                        SANDGATE_HOST_CONFIG=host_yaml, **env)
-        self.env.pop("SANDGATE_HOST_NAME", None)
-        if "SANDGATE_POOL_SIZE" not in env:
-            self.env.pop("SANDGATE_POOL_SIZE", None)
-        subprocess.run([RUN_SH, "start"], env=self.env, check=True, capture_output=True)
-        run = self.env["SANDGATE_RUN_DIR"]
-        with open(os.path.join(run, "gateway.port")) as f:
-            self.env["SANDGATE_ADDR"] = "127.0.0.1:" + f.read().strip()
-        with open(os.path.join(run, "host.pid")) as f:
-            self.host_pid = int(f.read())
-        self.env.update(SANDGATE_API_KEY="sg-demo-key-0001", SANDGATE_USER="pool")
+        self.d = Daemons("sgpool.", "pool", host_config=self.cfg_path, pool_size=pool_size)
+        self.host_pid = self.d.host_pid
 
     def tearDown(self):
-        subprocess.run([RUN_SH, "stop"], env=self.env, capture_output=True)
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        if hasattr(self, "d"):
+            self.d.stop()
+        if hasattr(self, "cfg_path"):
+            os.unlink(self.cfg_path)
 
     def settled_sandboxes(self, want):
         """The zygote's children once the count has been `want` for 1 s
@@ -80,13 +54,12 @@ class PoolFromConfig(unittest.TestCase):
     def test_template_pool_is_kept_and_refilled(self):
         self.start()
         self.assertEqual(self.settled_sandboxes(2), 2)
-        r = subprocess.run([CLI, "create", "--task", "t1"], env=self.env, capture_output=True,
-                           text=True, timeout=60)
+        r = self.d.cli("create", "--task", "t1")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.settled_sandboxes(3), 3, "2 pooled + the one created")
 
     def test_environment_overrides_the_template(self):
-        self.start(SANDGATE_POOL_SIZE="1")
+        self.start(pool_size=1)
         self.assertEqual(self.settled_sandboxes(1), 1)
 
 
