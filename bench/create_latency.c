@@ -213,8 +213,9 @@ static long sandbox_pss(const char *id, int *nproc)
     return -1;
 }
 
-/* Sum of Pss over pid root's descendants (not root itself), in KiB. */
-static long tree_pss(int root)
+/* Sum of Pss over pid root's descendants (not root itself), in KiB;
+ * *nproc receives how many there are. */
+static long tree_pss(int root, int *nproc)
 {
     enum { MAXP = 1 << 16 };
     static int ppid_of[MAXP];
@@ -239,6 +240,7 @@ static long tree_pss(int root)
     }
     closedir(d);
     long sum = 0;
+    *nproc = 0;
     for (int pid = 1; pid < MAXP; pid++) {
         int a = ppid_of[pid], hops = 0;
         while (a > 1 && a != root && hops++ < 64)
@@ -248,16 +250,43 @@ static long tree_pss(int root)
         char s[16];
         snprintf(s, sizeof s, "%d", pid);
         long v = pss_kib(s);
-        if (v > 0)
+        if (v > 0) {
             sum += v;
+            (*nproc)++;
+        }
     }
     return sum;
+}
+
+/* The host tree's PSS once it has settled: the same number of processes
+ * and PSS within 0.5 % over three samples 300 ms apart (pool refills and
+ * kills finish), or whatever it is after 15 s, with a warning. Measured
+ * right after creates or kills, the tree is still changing. */
+static long tree_pss_settled(int root)
+{
+    long prev = -1;
+    int prev_n = -1, steady = 0;
+    for (int i = 0; i < 50; i++) {
+        int n;
+        long v = tree_pss(root, &n);
+        if (n == prev_n && prev > 0 && labs(v - prev) * 200 <= prev)
+            steady++;
+        else
+            steady = 0;
+        if (steady >= 2)
+            return v;
+        prev = v;
+        prev_n = n;
+        sleep_ms(300);
+    }
+    fprintf(stderr, "bench_create: host tree PSS did not settle in 15 s\n");
+    return prev;
 }
 
 static void pss(conn *c, const char *list, int host_pid)
 {
     char *copy = strdup(list), *save = NULL;
-    long base = host_pid > 0 ? tree_pss(host_pid) : -1;
+    long base = host_pid > 0 ? tree_pss_settled(host_pid) : -1;
     if (base >= 0)
         printf("host tree PSS with no sandbox (zygote + warm pool): %.1f MiB\n", base / 1024.0);
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -272,7 +301,12 @@ static void pss(conn *c, const char *list, int host_pid)
             if (create(c, task, ids[made], sizeof ids[made]) == 0)
                 made++;
         }
-        sleep_ms(1000);   /* let pool refills and context start-up settle */
+        /* Pool refills and context start-up settle first. */
+        long all = -1;
+        if (base >= 0)
+            all = tree_pss_settled(host_pid);
+        else
+            sleep_ms(1000);
         double *v = calloc((size_t)made + 1, sizeof *v);
         int nv = 0, procs = 0;
         double total = 0;
@@ -290,7 +324,6 @@ static void pss(conn *c, const char *list, int host_pid)
             printf("idle PSS, %2d sandboxes: mean %.2f MiB/sandbox  median %.2f  max %.2f  "
                    "(%.1f processes/sandbox, total %.1f MiB)\n",
                    nv, total / nv, pct(v, nv, 50), v[nv - 1], (double)procs / nv, total);
-            long all = base >= 0 ? tree_pss(host_pid) : -1;
             if (all >= 0)
                 printf("  host tree PSS %.1f MiB: %.2f MiB per added idle sandbox\n",
                        all / 1024.0, (all - base) / 1024.0 / nv);
@@ -302,7 +335,10 @@ static void pss(conn *c, const char *list, int host_pid)
             kill_sb(c, ids[i]);
         free(v);
         free(ids);
-        sleep_ms(500);
+        if (base >= 0)
+            base = tree_pss_settled(host_pid);   /* the next count starts from here */
+        else
+            sleep_ms(500);
     }
     free(copy);
 }
