@@ -100,7 +100,7 @@ grpc_status_code fx_write_file(const char *sandbox_id, const char *path, const v
 grpc_status_code fx_read_file(const char *sandbox_id, const char *path, fx_buf *data,
                               rpc_status *st);
 
-/* ---- the host's view of a sandbox ---- */
+/* ---- the host's view of a sandbox (host_view.c) ---- */
 /* The sandbox's cgroup dir (pids controller on v1, the unified dir on v2). */
 void fx_cgroup_dir(const char *sandbox_id, char *buf, size_t len);
 /* Host pids in the sandbox's cgroup; returns how many (0 if the cgroup is gone). */
