@@ -16,6 +16,8 @@
 
 #define HOST_ID_MAX 80
 #define HOST_FRAME_MAX (64 * 1024 + 16)
+/* Where a contained sandbox sees host/runtime (read-only); pid1.py names it too. */
+#define HOST_RUNTIME_INSIDE "/opt/sandgate/runtime"
 
 typedef struct host_sandbox host_sandbox;
 typedef struct host_ctx host_ctx;
@@ -141,6 +143,7 @@ typedef struct host_state {
     config_host cfg;
     char contain_lib[512];
     char runtime_py[512];
+    char init_path[512];    /* sandgate-init, exec'd as every sandbox's pid 1 */
     host_template *templates; size_t n_templates;
     host_sandbox *sandboxes;         /* list; small tables, id compare */
     size_t n_sandboxes;

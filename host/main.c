@@ -43,6 +43,7 @@ static void default_paths(void)
     char *dir = dirname(exe);
     snprintf(H.contain_lib, sizeof H.contain_lib, "%s/../lib/libsandgate_contain.so", dir);
     snprintf(H.runtime_py, sizeof H.runtime_py, "%s/zygote.py", SANDGATE_RUNTIME_DIR);
+    snprintf(H.init_path, sizeof H.init_path, "%s/sandgate-init", dir);
 }
 
 static int load_config(const char *path, const char *name, const char *runtime_dir)
@@ -189,6 +190,11 @@ int main(int argc, char **argv)
     cleanup_stale();
     if (access(H.contain_lib, R_OK) != 0)
         fprintf(stderr, "sandgate-host: warning: %s: %s\n", H.contain_lib, strerror(errno));
+    if (access(H.init_path, X_OK) != 0) {
+        fprintf(stderr, "sandgate-host: %s: %s (built with sandgate-host)\n", H.init_path,
+                strerror(errno));
+        return 1;
+    }
     sg_err err;
     if (host_egress_start(egress_hosts, audit_log, &err) != 0) {
         fprintf(stderr, "sandgate-host: %s\n", err.msg);

@@ -63,6 +63,8 @@ static int spawn_zygote(host_template *t, sg_err *err)
     argv[a++] = "3";
     argv[a++] = "--contain-lib";
     argv[a++] = H.contain_lib;
+    argv[a++] = "--init";
+    argv[a++] = H.init_path;
     argv[a++] = "--preload";
     argv[a++] = preload;
     if (!t->cfg->contain)

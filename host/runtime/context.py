@@ -1,9 +1,10 @@
-"""context.py — one persistent Python interpreter (a forked child of the supervisor).
+"""context.py — one persistent Python interpreter in a sandbox.
 
 Owns: the process side of a context: its stdio (fds 0/1/2, sys.stdout and
 sys.stderr as frame writers), its signals, and the frame loop on ctx_sock
 ('c'/'R' in; 'd' after every run). Running the code itself is notebook.py's.
-Forking and the fds it is handed are supervisor.py's.
+Making the process and the fds it is handed are create.py's (the default
+context, a zygote fork) and sandgate-init's (later ones, context_main.py).
 """
 
 import json
@@ -36,13 +37,13 @@ def _setup(out_w, err_w):
     for fd in (devnull, out_w, err_w):
         if fd > 2:
             os.close(fd)
-    # The supervisor ignores these (it is pid 1); user code and its
+    # pid 1 ignores these; user code and its
     # subprocesses get the ordinary defaults. SIGPIPE stays ignored as
     # Python itself sets it (EPIPE errors instead of death).
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    # Die with the supervisor even when it isn't pid 1 (--no-contain).
+    # Die with pid 1 even when it isn't pid 1 of a namespace (--no-contain).
     try:
         prctl.set_pdeathsig(signal.SIGKILL)
     except OSError:

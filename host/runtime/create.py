@@ -1,11 +1,11 @@
 """create.py — turning a fork of the zygote into a sandbox.
 
 Owns: PROTOCOL.md section 2 in the child: the rest of the namespaces and
-the cgroups (sgc_unshare_pid1), contain's enter half, fresh random state,
-the sandbox's environment and workdir, signals, READY and the default
-context — or, for a pool sandbox, POOLED, the wait for ACTIVATE and then
-the same — up to handing the process to the supervisor loop. The zygote
-only forks (zygote.py); everything per-sandbox costs the child.
+the cgroups (sgc_unshare_pid1), contain's enter half, the sandbox's
+environment and workdir, forking the default context (and, for a pool
+sandbox, its W and POOLED), up to exec'ing sandgate-init (pid1.py), which
+is pid 1 from then on. The zygote only forks (zygote.py); everything
+per-sandbox costs the child.
 """
 
 import json
@@ -13,11 +13,10 @@ import os
 import signal
 import socket
 
+import context
 import frames
 import prctl
-import reseed
 from contain import ContainError
-from supervisor import Supervisor
 
 # Where sandbox_sock lives inside the sandbox: the slot the zygote's control
 # socket held, which the child closes first. contain's "close stray fds" step must
@@ -25,7 +24,7 @@ from supervisor import Supervisor
 SANDBOX_FD = 3
 
 
-def child(control_fd, sock, gate_r, payload, contain):
+def child(control_fd, sock, gate_r, payload, contain, init):
     """Run in the zygote's fork (pid 1 of a new pid namespace); never returns."""
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -48,7 +47,7 @@ def child(control_fd, sock, gate_r, payload, contain):
         contain.unshare_pid1(req["spec"])
     except BaseException as e:
         _fail(sock, e)
-    _child_b(sock, req, contain)
+    _child_b(sock, req, contain, init)
 
 
 def _parse(payload):
@@ -69,12 +68,6 @@ def _parse(payload):
             "egress": req.get("egress") is True}
 
 
-def parse_activate(payload):
-    """ACTIVATE's JSON: the per-sandbox parts a pooled sandbox gets last."""
-    req = _parse(payload)
-    return req["env"], req["workdir"], req["egress"]
-
-
 def _fail(sock, e):
     msg = str(e) if isinstance(e, (ContainError, OSError)) else \
         "%s: %s" % (type(e).__name__, e)
@@ -85,73 +78,61 @@ def _fail(sock, e):
     os._exit(1)
 
 
-def _child_b(sock, req, contain):
+def _child_b(sock, req, contain, init):
     try:
         spec = req["spec"]
         if contain.enabled:
             if spec and not spec.endswith("\n"):
                 spec += "\n"
-            spec += "fd_keep=%d\n" % SANDBOX_FD
+            spec += "fd_keep=%d\nfd_keep=%d\n" % (SANDBOX_FD, init.fd)
         contain.enter(spec)
-        if not contain.enabled:
-            # Not pid 1 here: become the reaper of the sandbox's orphans
-            # ourselves, as pid 1 would be.
-            prctl.set_child_subreaper()
-        reseed.reseed()
         os.environ.clear()
         os.environ.update(req["env"])
         os.chdir(req["workdir"])
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
-                    signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_IGN)
         prctl.set_dumpable(False)
-        sup = Supervisor(sock, contained=contain.enabled)
-    except BaseException as e:
-        _fail(sock, e)
-    try:
+        held = _fork_context(sock, init)
         if req["pool"]:
-            _pooled(sock, sup)
-        else:
-            if req["egress"]:
-                sup.start_egress()
-            frames.send_message(sock, "READY")
-            sup.create_context("default")
-        sup.run()
-    finally:
-        os._exit(1)
+            # Let the context warm itself up while it waits (context.py).
+            _send_frame_dup(held[1][0], "W")
+            frames.send_message(sock, "POOLED")
+    except BaseException as e:
+        _fail(sock, e)
+    init.execute(contain, held, pool=req["pool"], egress=req["egress"],
+                 env=req["env"], fail=lambda e: _fail(sock, e))
 
 
-def _pooled(sock, sup):
-    """A pool sandbox: fully contained, its default context forked and held,
-    but nothing of its owner yet (the CREATE env was empty). Say POOLED, wait
-    for ACTIVATE, then take on the owner's env and workdir and fresh random
-    state, in the supervisor and in the held context, and go on as a fresh
-    sandbox would: READY, CTX default."""
-    sup.create_context("default", hold=True)
-    # Walk the activation path once with nothing in it, so its page faults
-    # are paid here (see context._warm_up).
+def _fork_context(sock, init):
+    """Fork the default context (context.start). Returns (pid, [host_end,
+    out_r, err_r]): sandgate-init gets them and hands them to the host."""
+    host_end, ctx_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setpgid(0, 0)
+            for fd in (sock.fileno(), host_end.fileno(), out_r, err_r, init.fd):
+                os.close(fd)
+        except BaseException:
+            os._exit(127)
+        context.start(ctx_end, out_w, err_w)  # never returns
+    # Also from the parent: the group exists before anyone can KILLCTX.
     try:
-        parse_activate(b'{"env": {"K": "v"}, "workdir": "/"}')
-        reseed.reseed()
-    except BaseException:
+        os.setpgid(pid, pid)
+    except OSError:
         pass
-    frames.send_message(sock, "POOLED")
-    payload = sup.wait_activate()
+    fds = [host_end.detach(), out_r, err_r]
+    ctx_end.close()
+    os.close(out_w)
+    os.close(err_w)
+    return pid, fds
+
+
+def _send_frame_dup(fd, ftype):
+    s = socket.socket(fileno=os.dup(fd))
     try:
-        env, workdir, egress = parse_activate(payload)
-    except BaseException as e:
-        _fail(sock, e)
-    # The held context first: it applies the same JSON on the other CPU
-    # while we apply it here.
-    sup.activate_held(payload)
-    try:
-        os.environ.clear()
-        os.environ.update(env)
-        os.chdir(workdir)
-        reseed.reseed()
-        if egress:
-            sup.start_egress()
-    except BaseException as e:
-        _fail(sock, e)
-    frames.send_message(sock, "READY")
-    sup.release_held()
+        frames.send_frame(s, ftype)
+    except frames.PeerGone:
+        pass  # it died: sandgate-init starts a new one at READY
+    finally:
+        s.close()

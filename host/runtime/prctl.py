@@ -1,7 +1,7 @@
 """prctl.py — the few prctl(2) calls the runtime needs, through ctypes.
 
-Owns: child subreaper (zygote; supervisor when not pid 1), non-dumpable
-(sandbox), parent-death signal (contexts). Loaded in the zygote so children
+Owns: child subreaper (zygote), non-dumpable (sandbox), parent-death
+signal (contexts). Loaded in the zygote so children
 never open libc again.
 """
 

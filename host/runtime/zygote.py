@@ -27,8 +27,8 @@ import context  # noqa: E402,F401
 import create  # noqa: E402
 import frames  # noqa: E402
 import prctl  # noqa: E402
-import supervisor  # noqa: E402,F401
 from contain import Contain, ContainError  # noqa: E402
+from pid1 import Init  # noqa: E402
 
 # Modules user code almost always touches; cheap to share.
 _RUNTIME_PRELOAD = ("json", "subprocess", "traceback", "linecache", "ast",
@@ -39,6 +39,7 @@ def _parse_args(argv):
     p = argparse.ArgumentParser(prog="zygote.py")
     p.add_argument("--control-fd", type=int, required=True)
     p.add_argument("--contain-lib")
+    p.add_argument("--init", required=True)
     p.add_argument("--preload", default="")
     p.add_argument("--no-contain", action="store_true")
     args = p.parse_args(argv)
@@ -62,6 +63,7 @@ def _reap(signum, frame):
 def main(argv):
     args = _parse_args(argv)
     contain = Contain(None if args.no_contain else args.contain_lib)
+    init = Init(args.init)
     for name in _RUNTIME_PRELOAD + tuple(
             m.strip() for m in args.preload.split(",") if m.strip()):
         importlib.import_module(name)
@@ -80,14 +82,14 @@ def main(argv):
     sys.stdout.flush()
     sys.stderr.flush()
     frames.send_message(ctl, "HELLO %d" % os.getpid())
-    _serve(ctl, args.control_fd, contain)
+    _serve(ctl, args.control_fd, contain, init)
 
 
 def _warm(rounds=100):
-    """Walk, here, the runtime paths every sandbox walks (parsing CREATE and
-    ACTIVATE, frames, re-seeding, a notebook cell, a context's warm-up and
-    activation, the supervisor's activation), often enough that Python
-    3.11 has quickened and specialised their code: those writes to code
+    """Walk, here, the runtime paths every sandbox walks (parsing CREATE,
+    frames, re-seeding, a notebook cell, a context's warm-up and
+    activation), often enough that Python 3.11 has quickened and
+    specialised their code: those writes to code
     objects then happen once in the zygote instead of copying the pages in
     every sandbox process. Nothing of it stays: the scratch notebook, cells
     and sockets are dropped; children re-seed anyway."""
@@ -103,12 +105,9 @@ def _warm(rounds=100):
                           "workdir": os.getcwd()}).encode()
         nb = notebook.Notebook(lambda ftype, payload: None)
         out = streams.FrameWriter(a, "o", 1, "<stdout>")
-        sup = supervisor.Supervisor.__new__(supervisor.Supervisor)
-        sup._sock, sup._contained, sup._children = a, False, {}
         for _ in range(rounds):
             create._parse(b'{"id": "w", "spec": "", "env": {"K": "v"}, '
                           b'"workdir": "/", "pool": true}')
-            create.parse_activate(b'{"env": {"K": "v"}, "workdir": "/"}')
             reseed.reseed()
             frames.send_message(a, "CTX default", [r])
             for fd in frames.recv_message(b)[1]:
@@ -121,12 +120,6 @@ def _warm(rounds=100):
             context._warm_up()
             context._activate(act)
             context._done(lambda ftype, payload: None)
-            sup._held = ("default", [a.fileno()])
-            sup.activate_held(act)
-            frames.recv_message(b, frames.FRAME_MAX + 16)
-            sup._send("READY")
-            frames.recv_message(b)
-            sup._reap()
     except Exception as e:
         # Only a missed saving; the children walk these paths themselves.
         print("zygote: warm-up: %s" % e, file=sys.stderr, flush=True)
@@ -197,7 +190,7 @@ def _plug_holes():
     _PLUGS.append(plugs)
 
 
-def _serve(ctl, control_fd, contain):
+def _serve(ctl, control_fd, contain, init):
     while True:
         try:
             data, fds = frames.recv_message(ctl)
@@ -214,10 +207,10 @@ def _serve(ctl, control_fd, contain):
                   flush=True)
             continue
         _fork_sandbox(control_fd, socket.socket(fileno=fds[0]), data[7:],
-                      contain)
+                      contain, init)
 
 
-def _fork_sandbox(control_fd, sock, payload, contain):
+def _fork_sandbox(control_fd, sock, payload, contain, init):
     """One fork per sandbox: the child is pid 1 of a new pid namespace
     (contain.h: sgc_pidns_next / fork / sgc_pidns_reset) and does the rest
     itself (create.child). We send its host pid and let it go."""
@@ -234,7 +227,7 @@ def _fork_sandbox(control_fd, sock, payload, contain):
         _err(sock, "fork: %s" % e)
     if pid == 0:
         os.close(gate_w)
-        create.child(control_fd, sock, gate_r, payload, contain)
+        create.child(control_fd, sock, gate_r, payload, contain, init)
     try:
         contain.pidns_reset()
     except ContainError as e:

@@ -18,6 +18,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME = os.environ.get(
     "SANDGATE_RUNTIME",
     os.path.normpath(os.path.join(HERE, "..", "..", "host", "runtime")))
+INIT = os.environ.get(
+    "SANDGATE_INIT",
+    os.path.normpath(os.path.join(HERE, "..", "..", "build", "bin",
+                                  "sandgate-init")))
 PYTHON = "/usr/bin/python3"
 RECV_MAX = 65536 + 16
 
@@ -61,7 +65,8 @@ class Zygote:
         self.ctl, theirs = socket.socketpair(socket.AF_UNIX,
                                              socket.SOCK_SEQPACKET)
         argv = [PYTHON, "-I", os.path.join(RUNTIME, "zygote.py"),
-                "--control-fd", str(theirs.fileno()), "--preload", preload]
+                "--control-fd", str(theirs.fileno()), "--init", INIT,
+                "--preload", preload]
         if not contain:
             argv.append("--no-contain")
         self.proc = subprocess.Popen(argv, pass_fds=[theirs.fileno()],

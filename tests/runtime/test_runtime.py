@@ -203,10 +203,10 @@ class RuntimeTest(unittest.TestCase):
             # Each context its own process group, so KILLCTX's killpg works.
             pid = int(text_result(other.run("import os\nos.getpid()")))
             self.assertEqual(proc_stat(pid)[2], pid)
+            self.sb.send("CTX c2")  # still running: refused
+            m, _ = self.sb.expect(b"CTXERR c2")
         finally:
             other.close()
-        self.sb.send("CTX c2")  # still running: refused
-        m, _ = self.sb.expect(b"CTXERR c2")
 
     # -- exec --
     def test_exec_exit_code_and_output(self):

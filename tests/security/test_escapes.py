@@ -153,7 +153,7 @@ class Escapes(unittest.TestCase):
             'R["selfenv"] = %r in json.dumps(dict(os.environ))\n' % (self.secret, self.secret))
         self.assertEqual(R["env1"][:2], ["PermissionError", 13], R)
         st = dict(l.split(":\t", 1) for l in R["status1"].splitlines() if ":\t" in l)
-        self.assertEqual(st["Name"], "python3", st)           # the supervisor, not init
+        self.assertEqual(st["Name"], "sandgate-init", st)     # the supervisor, not init
         self.assertEqual(st["PPid"].strip(), "0")
         self.assertEqual(int(st["Uid"].split()[0]), int(st["Uid"].split()[0]))
         self.assertGreaterEqual(int(st["Uid"].split()[0]), self.uid_base)
@@ -298,13 +298,20 @@ class Escapes(unittest.TestCase):
                        'R["mkdir"] = E(lambda: os.mkdir("/x"))\n'
                        'R["bin"] = E(lambda: open("/bin/sh", "ab"))\n'
                        'R["passwd"] = E(lambda: open("/etc/passwd", "a"))\n'
-                       'R["chmod"] = E(lambda: os.chmod("/usr/bin/python3", 0o4755))\n')
+                       'R["chmod"] = E(lambda: os.chmod("/usr/bin/python3", 0o4755))\n'
+                       # the runtime that later contexts start from (pid1.py)
+                       'R["rt"] = E(lambda: open("/opt/sandgate/runtime/context.py", "a"))\n'
+                       'R["rtnew"] = E(lambda: open("/opt/sandgate/runtime/x.py", "w"))\n'
+                       'R["opt"] = [os.listdir("/opt"), os.listdir("/opt/sandgate")]\n')
         self.assertEqual(R["usr"][:2], ["OSError", 30], R)                     # EROFS
         self.assertIn(R["root"][:2], (["OSError", 30], ["PermissionError", 13]), R)
         self.assertIn(R["mkdir"][:2], (["OSError", 30], ["PermissionError", 13]), R)
         self.assertIn(R["bin"][:2], (["OSError", 30], ["PermissionError", 13]), R)
         self.assertIn(R["passwd"][:2], (["OSError", 30], ["PermissionError", 13]), R)
         self.assertIn(R["chmod"][:2], (["OSError", 30], ["PermissionError", 1]), R)
+        self.assertIn(R["rt"][:2], (["OSError", 30], ["PermissionError", 13]), R)
+        self.assertIn(R["rtnew"][:2], (["OSError", 30], ["PermissionError", 13]), R)
+        self.assertEqual(R["opt"], [["sandgate"], ["runtime"]], R)
 
     def test_disk_quota(self):
         sid = self.fresh()
@@ -614,8 +621,8 @@ class Escapes(unittest.TestCase):
         self.assertEqual(R["system"], 0, R)
         self.assertEqual(R["out"][0], str(R["uid"]), R)
         self.assertEqual(sorted(R["out"][1:]),
-                         sorted(["bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "tmp",
-                                 "usr", "workspace"]), R)
+                         sorted(["bin", "dev", "etc", "lib", "lib64", "opt", "proc", "sbin",
+                                 "tmp", "usr", "workspace"]), R)
         self.assertEqual(len(R["own_mem"]), 32)
         self.assertEqual(R["mem1"][:2], ["PermissionError", 13], R)
         self.assertEqual(R["setuid0"], [-1, "EPERM"], R)

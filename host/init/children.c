@@ -1,0 +1,305 @@
+/* children.c — the processes sandgate-init starts, signals and reaps.
+ *
+ * Owns: the context and exec tables (id -> pid, which is also the process
+ * group), starting a context (the default one was forked by the zygote's
+ * child before it exec'd us and is "held" until READY; a later one is a
+ * fresh interpreter running context_main.py), exec children (/bin/sh -c,
+ * posix_spawn), INT / KILL by id, reaping everything that ends in the
+ * sandbox (orphans reparent to pid 1) with CTXEXIT / EXIT for ours, and, when
+ * not pid 1 (--no-contain), killing our descendants at teardown.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "init.h"
+
+static init_child *find(init_child *t, int n, const char *id)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i].pid && strcmp(t[i].id, id) == 0)
+            return &t[i];
+    return NULL;
+}
+
+static init_child *slot(init_child *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!t[i].pid)
+            return &t[i];
+    return NULL;
+}
+
+static void close_fds(const int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+static void reply_err(init_state *s, const char *verb, const char *id, const char *msg)
+{
+    char m[INIT_ID_MAX + 256];
+    snprintf(m, sizeof m, "%s %s %s", verb, id, msg);
+    init_send(s, m, NULL, 0);
+}
+
+/* In the forked child: the signals pid 1 ignores or takes through signalfd
+ * go back to their defaults, the mask is cleared, and 0/1/2 (and 3 for a
+ * context) are the only fds left. Never returns. */
+static void exec_context(init_state *s, int ctx_end, int out_w, int err_w)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int dfl[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+    for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++)
+        signal(dfl[i], SIG_DFL);
+    if (!s->contained)
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || setpgid(0, 0) != 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 ||
+        dup2(err_w, 2) < 0 || dup2(ctx_end, 3) < 0)
+        _exit(127);
+    char *argv[] = {(char *)s->python, "-I", (char *)s->context_main, NULL};
+    execve(s->python, argv, s->envp);
+    _exit(127);
+}
+
+/* CTX <id>: a new context, a fresh interpreter. Reply CTX + [sock, out_r,
+ * err_r] or CTXERR. */
+void init_ctx_start(init_state *s, const char *id)
+{
+    if (!*id || strchr(id, ' ') || strlen(id) > INIT_ID_MAX)
+        return reply_err(s, "CTXERR", id, "bad context id");
+    if (find(s->ctx, INIT_MAX_CTX, id))
+        return reply_err(s, "CTXERR", id, "context still running");
+    init_child *c = slot(s->ctx, INIT_MAX_CTX);
+    if (!c)
+        return reply_err(s, "CTXERR", id, "too many contexts");
+    int sv[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 ||
+        pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+        int e = errno;
+        int all[] = {sv[0], sv[1], out[0], out[1], err[0], err[1]};
+        close_fds(all, 6);
+        return reply_err(s, "CTXERR", id, strerror(e));
+    }
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_context(s, sv[1], out[1], err[1]);
+    int mine[] = {sv[1], out[1], err[1]};
+    close_fds(mine, 3);
+    int host[] = {sv[0], out[0], err[0]};
+    if (pid < 0) {
+        int e = errno;
+        close_fds(host, 3);
+        return reply_err(s, "CTXERR", id, strerror(e));
+    }
+    setpgid(pid, pid);   /* also here: the group exists before any KILLCTX */
+    c->pid = pid;
+    snprintf(c->id, sizeof c->id, "%s", id);
+    char m[INIT_ID_MAX + 8];
+    snprintf(m, sizeof m, "CTX %s", id);
+    init_send(s, m, host, 3);
+    close_fds(host, 3);
+}
+
+/* Hand the held default context to the host (CTX <id> + fds); if it died
+ * while held, start a new one under its id. */
+void init_ctx_release_held(init_state *s)
+{
+    init_reap(s);
+    init_child h = s->held;
+    memset(&s->held, 0, sizeof s->held);
+    if (!h.pid) {
+        close_fds(s->held_fds, 3);
+        init_ctx_start(s, h.id);
+        return;
+    }
+    init_child *c = slot(s->ctx, INIT_MAX_CTX);
+    *c = h;   /* the table is empty: nothing was started before READY */
+    char m[INIT_ID_MAX + 8];
+    snprintf(m, sizeof m, "CTX %s", h.id);
+    init_send(s, m, s->held_fds, 3);
+    close_fds(s->held_fds, 3);
+}
+
+/* EXEC <id> <command>: /bin/sh -c command in its own process group, stdin
+ * /dev/null, in the workdir (our cwd), with the sandbox's environment. */
+void init_exec_start(init_state *s, const char *id, const char *command)
+{
+    if (!*id || strlen(id) > INIT_ID_MAX)
+        return reply_err(s, "EXECERR", id, "bad exec id");
+    if (find(s->exec, INIT_MAX_EXEC, id))
+        return reply_err(s, "EXECERR", id, "exec id still running");
+    init_child *c = slot(s->exec, INIT_MAX_EXEC);
+    if (!c)
+        return reply_err(s, "EXECERR", id, "too many exec commands");
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    int devnull = -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    int rc = -1;
+    pid_t pid = 0;
+    if (pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0 &&
+        (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
+        posix_spawn_file_actions_adddup2(&fa, devnull, 0);
+        posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+        posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+        sigset_t none, dfl;
+        sigemptyset(&none);
+        sigemptyset(&dfl);
+        int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+            sigaddset(&dfl, sigs[i]);
+        posix_spawnattr_setsigmask(&at, &none);
+        posix_spawnattr_setsigdefault(&at, &dfl);
+        posix_spawnattr_setpgroup(&at, 0);
+        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                          POSIX_SPAWN_SETPGROUP);
+        char *argv[] = {"/bin/sh", "-c", (char *)command, NULL};
+        rc = posix_spawn(&pid, "/bin/sh", &fa, &at, argv, s->envp);
+    } else {
+        rc = errno;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    int mine[] = {out[1], err[1], devnull};
+    close_fds(mine, 3);
+    int host[] = {out[0], err[0]};
+    if (rc != 0) {
+        close_fds(host, 2);
+        return reply_err(s, "EXECERR", id, strerror(rc));
+    }
+    c->pid = pid;
+    snprintf(c->id, sizeof c->id, "%s", id);
+    char m[INIT_ID_MAX + 8];
+    snprintf(m, sizeof m, "EXEC %s", id);
+    init_send(s, m, host, 2);
+    close_fds(host, 2);
+}
+
+/* The group catches what the child forked; the pid itself in case the code
+ * moved to another group (setsid). Unknown ids are ignored. Safe against pid
+ * reuse: an id stays in the table until we reap it. */
+void init_signal(init_state *s, init_kind kind, const char *id, int sig, bool group)
+{
+    init_child *c = kind == INIT_CTX ? find(s->ctx, INIT_MAX_CTX, id)
+                                     : find(s->exec, INIT_MAX_EXEC, id);
+    if (!c)
+        return;
+    if (group)
+        kill(-c->pid, sig);
+    kill(c->pid, sig);
+}
+
+static void report(init_state *s, const char *verb, init_child *c, int status)
+{
+    int code = -1, sig = 0;
+    if (WIFSIGNALED(status))
+        sig = WTERMSIG(status);
+    else
+        code = WEXITSTATUS(status);
+    char m[INIT_ID_MAX + 64];
+    snprintf(m, sizeof m, "%s %s %d %d", verb, c->id, code, sig);
+    c->pid = 0;
+    init_send(s, m, NULL, 0);
+}
+
+void init_reap(init_state *s)
+{
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0) {
+            if (pid < 0 && errno == EINTR)
+                continue;
+            return;
+        }
+        if (s->held.pid == pid) {
+            s->held.pid = 0;   /* not the host's yet: nothing to report */
+            continue;
+        }
+        for (int i = 0; i < INIT_MAX_CTX; i++)
+            if (s->ctx[i].pid == pid)
+                report(s, "CTXEXIT", &s->ctx[i], status);
+        for (int i = 0; i < INIT_MAX_EXEC; i++)
+            if (s->exec[i].pid == pid)
+                report(s, "EXIT", &s->exec[i], status);
+        /* else an orphan that reparented to us */
+    }
+}
+
+/* Our children's pids from /proc (--no-contain: we are not pid 1). */
+static int children_of(pid_t ppid, pid_t *out, int max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while (n < max && (e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0)
+            continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t k = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (k <= 0)
+            continue;
+        buf[k] = 0;
+        /* fields after the last ')' (comm may hold spaces): state ppid ... */
+        char *p = strrchr(buf, ')');
+        char state;
+        int pp;
+        if (p && sscanf(p + 1, " %c %d", &state, &pp) == 2 && pp == ppid)
+            out[n++] = (pid_t)pid;
+    }
+    closedir(d);
+    return n;
+}
+
+/* --no-contain teardown: kill what is ours, never kill(-1) on the host. We
+ * are a subreaper, so grandchildren whose parents die come to us; keep
+ * killing our children until none are left (at most 2 s). */
+void init_kill_descendants(void)
+{
+    pid_t me = getpid();
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        pid_t kids[256];
+        int n = children_of(me, kids, 256);
+        for (int i = 0; i < n; i++) {
+            kill(-kids[i], SIGKILL);
+            kill(kids[i], SIGKILL);
+        }
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        if (n == 0)
+            return;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > 2)
+            return;
+        struct timespec d = {0, 2000000};
+        nanosleep(&d, NULL);
+    }
+}
