@@ -12,6 +12,9 @@
  *   --pss LIST      also measure idle PSS with these counts of idle
  *                   sandboxes, e.g. 1,10,50 (the daemons must run on this
  *                   machine; reads cgroup.procs and /proc/<pid>/smaps_rollup)
+ *   --pss-code C    with --pss: run C in each sandbox's default context
+ *                   first (with sandgate-cli, next to this binary), so the
+ *                   figure is for a sandbox that has run code and gone idle
  *   --host-pid P    with --pss: also sum PSS over the host daemon's whole
  *                   process tree (zygotes, warm pool, sandboxes) before and
  *                   with the idle sandboxes: what each added sandbox really
@@ -25,12 +28,17 @@
  * Kill latency is reported too but is not the target. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "rpc/rpc.h"
 #include "sandgate/v1/sandgate.pb-c.h"
@@ -40,6 +48,8 @@ typedef struct {
     grpc_metadata md[1];
     char bearer[256];
     const char *user, *template_;
+    const char *addr, *key;   /* borrowed from argv / environ: for sandgate-cli */
+    char cli[512];            /* sandgate-cli next to this binary */
 } conn;
 
 static double now_ms(void)
@@ -283,7 +293,27 @@ static long tree_pss_settled(int root)
     return prev;
 }
 
-static void pss(conn *c, const char *list, int host_pid)
+/* RunCode through sandgate-cli: the bench has no streaming client of its own. */
+static int run_code(conn *c, const char *id, const char *code)
+{
+    char *argv[] = {c->cli, "--addr", (char *)c->addr, "--key", (char *)c->key, "--user",
+                    (char *)c->user, "run", (char *)id, (char *)code, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int rc = posix_spawn(&pid, c->cli, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    int st = 0;
+    if (rc != 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "bench_create: %s run %s: failed (%s)\n", c->cli, id,
+                rc ? strerror(rc) : "see its stderr");
+        return -1;
+    }
+    return 0;
+}
+
+static void pss(conn *c, const char *list, int host_pid, const char *code)
 {
     char *copy = strdup(list), *save = NULL;
     long base = host_pid > 0 ? tree_pss_settled(host_pid) : -1;
@@ -298,7 +328,8 @@ static void pss(conn *c, const char *list, int host_pid)
         for (int i = 0; i < k; i++) {
             char task[96];
             snprintf(task, sizeof task, "bench-pss-%d-%d-%d", (int)getpid(), k, i);
-            if (create(c, task, ids[made], sizeof ids[made]) == 0)
+            if (create(c, task, ids[made], sizeof ids[made]) == 0 &&
+                (!code || run_code(c, ids[made], code) == 0))
                 made++;
         }
         /* Pool refills and context start-up settle first. */
@@ -321,9 +352,9 @@ static void pss(conn *c, const char *list, int host_pid)
         }
         if (nv) {
             qsort(v, (size_t)nv, sizeof *v, cmp_d);
-            printf("idle PSS, %2d sandboxes: mean %.2f MiB/sandbox  median %.2f  max %.2f  "
+            printf("idle PSS%s, %2d sandboxes: mean %.2f MiB/sandbox  median %.2f  max %.2f  "
                    "(%.1f processes/sandbox, total %.1f MiB)\n",
-                   nv, total / nv, pct(v, nv, 50), v[nv - 1], (double)procs / nv, total);
+                   code ? " (after one run)" : "", nv, total / nv, pct(v, nv, 50), v[nv - 1], (double)procs / nv, total);
             if (all >= 0)
                 printf("  host tree PSS %.1f MiB: %.2f MiB per added idle sandbox\n",
                        all / 1024.0, (all - base) / 1024.0 / nv);
@@ -367,7 +398,7 @@ static void cold(int n)
 int main(int argc, char **argv)
 {
     const char *addr = getenv("SANDGATE_ADDR"), *key = getenv("SANDGATE_API_KEY");
-    const char *mode = "both", *pss_list = NULL;
+    const char *mode = "both", *pss_list = NULL, *pss_code = NULL;
     int n = 200, pause_ms = 100, n_cold = 0, host_pid = 0;
     conn c = {.user = "bench-user", .template_ = "code-interpreter"};
     for (int i = 1; i < argc; i++) {
@@ -384,12 +415,13 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--template")) c.template_ = v;
         else if (!strcmp(a, "--user")) c.user = v;
         else if (!strcmp(a, "--pss")) pss_list = v;
+        else if (!strcmp(a, "--pss-code")) pss_code = v;
         else if (!strcmp(a, "--cold")) n_cold = atoi(v);
         else if (!strcmp(a, "--host-pid")) host_pid = atoi(v);
         else {
             fprintf(stderr, "usage: bench_create --addr HOST:PORT --key KEY [-n N] "
                             "[--mode b2b|paced|both] [--pause-ms P] [--template T] "
-                            "[--pss 1,10,50 [--host-pid P]] [--cold N]\n");
+                            "[--pss 1,10,50 [--pss-code CODE] [--host-pid P]] [--cold N]\n");
             return 2;
         }
         i++;
@@ -398,6 +430,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_create: --addr and --key (or SANDGATE_ADDR, SANDGATE_API_KEY)\n");
         return 2;
     }
+    c.addr = addr;
+    c.key = key;
+    char self[512];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    snprintf(c.cli, sizeof c.cli, "%s/sandgate-cli", dirname(self));
     grpc_init();
     c.ch = rpc_channel_create(addr, NULL);
     snprintf(c.bearer, sizeof c.bearer, "Bearer %s", key);
@@ -421,7 +458,7 @@ int main(int argc, char **argv)
         rc |= run(&c, n, pause_ms, label);
     }
     if (pss_list)
-        pss(&c, pss_list, host_pid);
+        pss(&c, pss_list, host_pid, pss_code);
     if (n_cold > 0)
         cold(n_cold);
     grpc_channel_destroy(c.ch);

@@ -246,6 +246,29 @@ class RuntimeTest(unittest.TestCase):
             os.close(out_r)
             os.close(err_r)
 
+    def test_pid1_is_sandgate_init_with_one_python(self):
+        with open("/proc/%d/comm" % self.sb.pid) as f:
+            self.assertEqual(f.read().strip(), "sandgate-init")
+        kids = descendants(self.sb.pid)
+        self.assertEqual(len(kids), 1, kids)   # the default context, nothing else
+        f = self.ctx.run("import os\nos.getppid()")
+        self.assertEqual(text_result(f), str(self.sb.pid))
+
+    def test_later_context_is_fresh_with_sandbox_env(self):
+        # Not a fork: a new interpreter, started by pid 1 with the CREATE env
+        # and workdir, that has imported nothing of the template's preload.
+        other = self.sb.new_context("c3")
+        try:
+            f = other.run("import os, sys\n(os.environ.get('SANDBOX_VAR'), "
+                          "os.environ.get(%r), os.getcwd(), 'numpy' in sys.modules, "
+                          "os.getppid())" % SECRET)
+            self.assertEqual(text_result(f),
+                             "('visible', None, '/tmp', False, %d)" % self.sb.pid)
+            f = other.run("import numpy\nint(numpy.arange(4).sum())")
+            self.assertEqual(text_result(f), "6")
+        finally:
+            other.close()
+
     def test_sandboxes_and_contexts_reseeded(self):
         code = "import random, numpy\n(random.random(), numpy.random.rand())"
         sb2 = self.zygote.create()
@@ -359,6 +382,24 @@ class PoolTest(unittest.TestCase):
         finally:
             for sb in sbs:
                 sb.close()
+
+    def test_held_context_died_before_activate(self):
+        # sandgate-init starts a fresh context under the held one's id.
+        sb = self.zygote.create(pool=True)
+        try:
+            sb.pooled()
+            init_pid, ctx_pid = sb.pid, descendants(sb.pid)[0]
+            os.kill(ctx_pid, signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while proc_stat(ctx_pid) not in (None,) and time.monotonic() < deadline:
+                time.sleep(0.02)   # reaped by init: gone, not a zombie
+            self.assertIsNone(proc_stat(ctx_pid))
+            ctx = sb.activate({"K": "v"}, workdir="/")
+            f = ctx.run("import os\n(os.environ['K'], os.getcwd(), os.getppid())")
+            self.assertEqual(text_result(f), "('v', '/', %d)" % init_pid)
+            ctx.close()
+        finally:
+            sb.close()
 
     def test_bad_activate_is_err(self):
         sb = self.zygote.create(pool=True)
