@@ -54,6 +54,37 @@ static void reply_err(init_state *s, const char *verb, const char *id, const cha
     init_send(s, m, NULL, 0);
 }
 
+/* A free table slot for a new id, or NULL after telling the host why not
+ * (errverb CTXERR / EXECERR, noun "context" / "exec"). */
+static init_child *claim(init_state *s, init_child *t, int n, const char *errverb,
+                         const char *noun, const char *id)
+{
+    char why[64] = "";
+    init_child *c = NULL;
+    if (!*id || strchr(id, ' ') || strlen(id) > INIT_ID_MAX)
+        snprintf(why, sizeof why, "bad %s id", noun);
+    else if (find(t, n, id))
+        snprintf(why, sizeof why, "%s still running", noun);
+    else if (!(c = slot(t, n)))
+        snprintf(why, sizeof why, "too many of them running (%d)", n);
+    if (*why)
+        reply_err(s, errverb, id, why);
+    return c;
+}
+
+/* Record a started child under its id and send the host "<verb> <id>" with
+ * its fds; ours are closed after. */
+static void hand_over(init_state *s, init_child *c, pid_t pid, const char *verb,
+                      const char *id, int *fds, int nfds)
+{
+    c->pid = pid;
+    snprintf(c->id, sizeof c->id, "%s", id);
+    char m[INIT_ID_MAX + 16];
+    snprintf(m, sizeof m, "%s %s", verb, id);
+    init_send(s, m, fds, nfds);
+    close_fds(fds, nfds);
+}
+
 /* In the forked child: the signals pid 1 ignores or takes through signalfd
  * go back to their defaults, the mask is cleared, and 0/1/2 (and 3 for a
  * context) are the only fds left. Never returns. */
@@ -80,20 +111,17 @@ static void exec_context(init_state *s, int ctx_end, int out_w, int err_w)
  * err_r] or CTXERR. */
 void init_ctx_start(init_state *s, const char *id)
 {
-    if (!*id || strchr(id, ' ') || strlen(id) > INIT_ID_MAX)
-        return reply_err(s, "CTXERR", id, "bad context id");
-    if (find(s->ctx, INIT_MAX_CTX, id))
-        return reply_err(s, "CTXERR", id, "context still running");
-    init_child *c = slot(s->ctx, INIT_MAX_CTX);
+    init_child *c = claim(s, s->ctx, INIT_MAX_CTX, "CTXERR", "context", id);
     if (!c)
-        return reply_err(s, "CTXERR", id, "too many contexts");
+        return;
     int sv[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 ||
         pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
         int e = errno;
         int all[] = {sv[0], sv[1], out[0], out[1], err[0], err[1]};
         close_fds(all, 6);
-        return reply_err(s, "CTXERR", id, strerror(e));
+        reply_err(s, "CTXERR", id, strerror(e));
+        return;
     }
     pid_t pid = fork();
     if (pid == 0)
@@ -104,15 +132,11 @@ void init_ctx_start(init_state *s, const char *id)
     if (pid < 0) {
         int e = errno;
         close_fds(host, 3);
-        return reply_err(s, "CTXERR", id, strerror(e));
+        reply_err(s, "CTXERR", id, strerror(e));
+        return;
     }
     setpgid(pid, pid);   /* also here: the group exists before any KILLCTX */
-    c->pid = pid;
-    snprintf(c->id, sizeof c->id, "%s", id);
-    char m[INIT_ID_MAX + 8];
-    snprintf(m, sizeof m, "CTX %s", id);
-    init_send(s, m, host, 3);
-    close_fds(host, 3);
+    hand_over(s, c, pid, "CTX", id, host, 3);
 }
 
 /* Hand the held default context to the host (CTX <id> + fds); if it died
@@ -127,25 +151,17 @@ void init_ctx_release_held(init_state *s)
         init_ctx_start(s, h.id);
         return;
     }
-    init_child *c = slot(s->ctx, INIT_MAX_CTX);
-    *c = h;   /* the table is empty: nothing was started before READY */
-    char m[INIT_ID_MAX + 8];
-    snprintf(m, sizeof m, "CTX %s", h.id);
-    init_send(s, m, s->held_fds, 3);
-    close_fds(s->held_fds, 3);
+    /* The table is empty: nothing was started before READY. */
+    hand_over(s, slot(s->ctx, INIT_MAX_CTX), h.pid, "CTX", h.id, s->held_fds, 3);
 }
 
 /* EXEC <id> <command>: /bin/sh -c command in its own process group, stdin
  * /dev/null, in the workdir (our cwd), with the sandbox's environment. */
 void init_exec_start(init_state *s, const char *id, const char *command)
 {
-    if (!*id || strlen(id) > INIT_ID_MAX)
-        return reply_err(s, "EXECERR", id, "bad exec id");
-    if (find(s->exec, INIT_MAX_EXEC, id))
-        return reply_err(s, "EXECERR", id, "exec id still running");
-    init_child *c = slot(s->exec, INIT_MAX_EXEC);
+    init_child *c = claim(s, s->exec, INIT_MAX_EXEC, "EXECERR", "exec", id);
     if (!c)
-        return reply_err(s, "EXECERR", id, "too many exec commands");
+        return;
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     int devnull = -1;
     posix_spawn_file_actions_t fa;
@@ -182,14 +198,10 @@ void init_exec_start(init_state *s, const char *id, const char *command)
     int host[] = {out[0], err[0]};
     if (rc != 0) {
         close_fds(host, 2);
-        return reply_err(s, "EXECERR", id, strerror(rc));
+        reply_err(s, "EXECERR", id, strerror(rc));
+        return;
     }
-    c->pid = pid;
-    snprintf(c->id, sizeof c->id, "%s", id);
-    char m[INIT_ID_MAX + 8];
-    snprintf(m, sizeof m, "EXEC %s", id);
-    init_send(s, m, host, 2);
-    close_fds(host, 2);
+    hand_over(s, c, pid, "EXEC", id, host, 2);
 }
 
 /* The group catches what the child forked; the pid itself in case the code
