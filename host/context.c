@@ -38,6 +38,7 @@ host_ctx *host_ctx_new(host_sandbox *sb, const char *id)
     snprintf(c->id, sizeof c->id, "%s", id);
     c->state = CTX_STARTING;
     c->sock.fd = c->out.fd = c->err.fd = -1;
+    c->join_fds[0] = c->join_fds[1] = c->join_fds[2] = -1;
     host_ctx **p = &sb->contexts;
     while (*p)
         p = &(*p)->next;
@@ -317,6 +318,54 @@ int host_ctx_submit(host_ctx *c, host_run *r, sg_err *err)
 
 /* ---- the interpreter ended ---- */
 
+/* Start (or restart) the interpreter. Where the template is contained,
+ * the zygote forks it into the running sandbox (JOIN, then ADOPT to pid 1),
+ * so it shares the preloaded heap like the default context; otherwise
+ * (tests of the runtime alone) sandgate-init starts a fresh one (CTX). */
+void host_ctx_spawn(host_ctx *c)
+{
+    host_template *t = host_template_find(c->sb->template_name);
+    if (t && t->cfg->contain && c->sb->pidfd >= 0) {
+        sg_err err;
+        if (host_zygote_join(t, c, &err) != 0)
+            host_ctx_failed(c, err.msg);
+        return;
+    }
+    if (host_supervisor_send(c->sb, "CTX %s", c->id) != 0)
+        host_ctx_failed(c, "cannot reach the sandbox's supervisor");
+}
+
+/* 'a' chunks then a final 'A': the environment and workdir a context takes
+ * before any code (PROTOCOL.md section 4). fd is still blocking here. */
+void host_ctx_send_activation(int fd, const char *json)
+{
+    size_t n = strlen(json), off = 0;
+    uint8_t frame[CODE_CHUNK + 1];
+    do {
+        size_t len = n - off < CODE_CHUNK ? n - off : CODE_CHUNK;
+        frame[0] = off + len < n ? 'a' : 'A';
+        memcpy(frame + 1, json + off, len);
+        if (send(fd, frame, len + 1, MSG_NOSIGNAL) < 0)
+            break;   /* it died: its exit is reported as any other */
+        off += len;
+    } while (off < n);
+    explicit_bzero(frame, sizeof frame);
+}
+
+/* JOINED: the zygote's fork is in the sandbox as pid `pid` there. pid 1
+ * reaps and signals it by that pid from now on. */
+void host_ctx_joined(host_ctx *c, int pid)
+{
+    int *f = c->join_fds;
+    c->join_job = 0;
+    if (host_supervisor_send(c->sb, "ADOPT %s %d", c->id, pid) != 0) {
+        host_ctx_failed(c, "cannot reach the sandbox's supervisor");
+        return;
+    }
+    host_ctx_attach(c, f[0], f[1], f[2]);
+    f[0] = f[1] = f[2] = -1;
+}
+
 static void restart(host_ctx *c)
 {
     host_watch_close(&c->sock);
@@ -324,8 +373,7 @@ static void restart(host_ctx *c)
     host_watch_close(&c->err);
     c->state = CTX_STARTING;
     c->restarts++;
-    if (host_supervisor_send(c->sb, "CTX %s", c->id) != 0)
-        host_ctx_failed(c, "cannot reach the sandbox's supervisor");
+    host_ctx_spawn(c);
 }
 
 void host_ctx_exited(host_ctx *c, int code, int sig)
@@ -376,6 +424,12 @@ void host_ctx_failed(host_ctx *c, const char *msg)
 void host_ctx_destroy(host_ctx *c, const char *why)
 {
     c->state = CTX_DEAD;
+    c->join_job = 0;   /* a late JOINED finds nobody; the process dies with the sandbox */
+    for (int i = 0; i < 3; i++)
+        if (c->join_fds[i] >= 0) {
+            close(c->join_fds[i]);
+            c->join_fds[i] = -1;
+        }
     host_watch_close(&c->sock);
     host_watch_close(&c->out);
     host_watch_close(&c->err);

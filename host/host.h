@@ -81,6 +81,8 @@ struct host_ctx {
     host_run *run;           /* the run in progress; owned */
     host_run *queue, *queue_tail;  /* waiting runs; owned */
     rpc_call *create_call;   /* owned ref: a CreateContext waiting for the fds */
+    uint32_t join_job;       /* a JOIN at the zygote in flight (context.c); 0 none */
+    int join_fds[3];         /* owned while join_job: host end, out_r, err_r */
     int restarts;
     char lost_reason[256];   /* why the last instance died, reported to the run */
 };
@@ -104,6 +106,9 @@ struct host_sandbox {
     int64_t created_ms, expires_ms, last_active_ms;   /* wall clock */
     uint32_t slot;                   /* uid = uid_base + slot */
     pid_t pid;                       /* host pid of the supervisor (pid 1 inside) */
+    int pidfd;                       /* owned: pidfd of pid, for JOIN; -1 none */
+    char *ctx_env;                   /* owned, wiped: {"workdir","env"} a joined
+                                      * context is activated with (secrets included) */
     host_watch sock;                 /* supervisor channel */
     host_ctx *contexts;
     host_exec *execs;
@@ -174,6 +179,8 @@ host_template *host_template_find(const char *name);
 /* pooled: a pool sandbox (PROTOCOL.md: POOLED, then ACTIVATE). */
 int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, const char *env_json,
                        int pooled, int child_fd, sg_err *err);
+/* A context forked into the running sandbox (JOIN; answered by JOINED). */
+int host_zygote_join(host_template *t, host_ctx *c, sg_err *err);
 
 /* sandbox.c — also the pieces pool.c builds on */
 void host_limits_default(Sandgate__V1__Limits *l);
@@ -182,6 +189,8 @@ host_sandbox *host_sandbox_alloc(const char *template_name, uint32_t slot);
 void host_sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest *req);
 char *host_sandbox_env(const Sandgate__V1__HostCreateRequest *req);   /* JSON; wipe after use */
 int host_sandbox_launch(host_sandbox *sb, host_template *t, const char *env, int pooled, sg_err *err);
+void host_sandbox_keep_env(host_sandbox *sb, const char *env_json);
+char *host_sandbox_join_spec(host_sandbox *sb, const host_template *t, sg_err *err);
 void host_sandbox_fail_create(host_sandbox *sb, int code, const char *msg);
 
 /* pool.c */
@@ -208,6 +217,9 @@ int host_supervisor_send(host_sandbox *sb, const char *fmt, ...)
 host_ctx *host_ctx_new(host_sandbox *sb, const char *id);
 host_ctx *host_ctx_find(host_sandbox *sb, const char *id);
 void host_ctx_attach(host_ctx *c, int sock, int out, int err);
+void host_ctx_spawn(host_ctx *c);
+void host_ctx_joined(host_ctx *c, int pid);
+void host_ctx_send_activation(int fd, const char *json);
 void host_ctx_exited(host_ctx *c, int code, int sig);
 void host_ctx_failed(host_ctx *c, const char *msg);
 int host_ctx_submit(host_ctx *c, host_run *r, sg_err *err);

@@ -196,6 +196,7 @@ int host_pool_activate(host_sandbox *sb, host_template *t, const Sandgate__V1__H
         return err ? err->code : SG_EINTERNAL;
     }
     char *env = host_sandbox_env(req);
+    host_sandbox_keep_env(sb, env);
     size_t n = strlen(env);
     sb->activate_json = malloc(n + 80);
     snprintf(sb->activate_json, n + 80, "{\"workdir\":\"/workspace\",\"egress\":%s,\"env\":%s}",

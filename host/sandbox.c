@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "host/contain/contain.h"
@@ -331,6 +332,7 @@ host_sandbox *host_sandbox_alloc(const char *template_name, uint32_t slot)
     host_limits_default(&sb->limits);
     sb->slot = slot;
     sb->sock.fd = -1;
+    sb->pidfd = -1;
     sb->create_deadline_us = host_now_us() + CREATE_TIMEOUT_US;
     return sb;
 }
@@ -377,6 +379,33 @@ static host_sandbox *sandbox_new(const Sandgate__V1__HostCreateRequest *req, uin
     host_sandbox_assign(sb, req);
     snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
     return sb;
+}
+
+/* Keep the sandbox's environment for contexts the zygote joins into it
+ * later: they get it as their activation ('A' frame), as a pooled default
+ * context does. Secrets included: wiped in sandbox_free. */
+void host_sandbox_keep_env(host_sandbox *sb, const char *env_json)
+{
+    size_t n = strlen(env_json) + 40;
+    if (sb->ctx_env) {
+        explicit_bzero(sb->ctx_env, strlen(sb->ctx_env));
+        free(sb->ctx_env);
+    }
+    sb->ctx_env = malloc(n);
+    snprintf(sb->ctx_env, n, "{\"workdir\":\"/workspace\",\"env\":%s}", env_json);
+}
+
+/* The spec a joining context enters with: the sandbox's, with the groups it
+ * is in now (a pooled sandbox's were renamed at activation). Owned by the
+ * caller. */
+char *host_sandbox_join_spec(host_sandbox *sb, const host_template *t, sg_err *err)
+{
+    char procs[2048], eb[256];
+    if (sgc_cgroup_procs(H.cfg.cgroup_root, sb->cgroup, procs, sizeof procs, eb, sizeof eb) != 0) {
+        sg_err_set(err, SG_EINTERNAL, "cgroups of %s: %s", sb->id, eb);
+        return NULL;
+    }
+    return build_spec(sb, t, procs);
 }
 
 /* Launch: cgroups, then the zygote forks. Called with H.mu held. env_json
@@ -453,6 +482,7 @@ int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *ca
     H.n_sandboxes++;
     sb->create_call = rpc_call_ref(call);
     char *env = host_sandbox_env(req);
+    host_sandbox_keep_env(sb, env);
     int rc = host_egress_attach(sb, req, err);
     if (rc == 0)
         rc = host_sandbox_launch(sb, t, env, 0, err);
@@ -536,6 +566,10 @@ static void handle_sup_msg(host_sandbox *sb, char *msg, int *fds, int nfds)
     sscanf(msg, "%15s %79s %d %d", verb, id, &a, &b);
     if (strcmp(verb, "PID") == 0 && sb->state == SB_CREATING) {
         sb->pid = (pid_t)atoi(id);
+        /* Before anything can reap it (its parent, the zygote, only reaps
+         * what died): a handle that later JOINs name the sandbox by. */
+        if (sb->pidfd < 0 && sb->pid > 0)
+            sb->pidfd = (int)syscall(SYS_pidfd_open, sb->pid, 0);
     } else if (strcmp(verb, "POOLED") == 0 && sb->state == SB_CREATING && !sb->pool_ready) {
         sb->pool_ready = 1;
         if (sb->activate_json && host_pool_send_activation(sb) != 0)
@@ -663,6 +697,12 @@ static void sandbox_free(host_sandbox *sb)
     }
     host_secrets_free(sb);
     host_pool_wipe_activation(sb);
+    if (sb->ctx_env) {
+        explicit_bzero(sb->ctx_env, strlen(sb->ctx_env));
+        free(sb->ctx_env);
+    }
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
     free(sb->kill_calls);
     free(sb);
 }

@@ -192,8 +192,7 @@ static void do_create_context(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m
     snprintf(id, sizeof id, "ctx%u", ++sb->ctx_seq);
     host_ctx *ctx = host_ctx_new(sb, id);
     ctx->create_call = rpc_call_ref(c);
-    if (host_supervisor_send(sb, "CTX %s", id) != 0)
-        host_ctx_failed(ctx, "cannot reach the sandbox's supervisor");
+    host_ctx_spawn(ctx);
 }
 
 static void cancel_run(void *arg)

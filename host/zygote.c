@@ -17,10 +17,13 @@
 
 #define ZYGOTE_BACKOFF_US 500000
 
+static void on_join_reply(const char *msg);
+static void fail_joins(host_template *t);
+
 static void on_zygote_msg(host_watch *w, uint32_t events)
 {
     host_template *t = w->owner;
-    char buf[256];
+    char buf[1024];
     ssize_t n = recv(w->fd, buf, sizeof buf - 1, MSG_DONTWAIT);
     if (n > 0) {
         buf[n] = 0;
@@ -28,6 +31,8 @@ static void on_zygote_msg(host_watch *w, uint32_t events)
             t->zygote_ready = 1;
             fprintf(stderr, "sandgate-host: template %s: zygote %s ready\n", t->cfg->name,
                     buf + 6);
+        } else if (strncmp(buf, "JOINED ", 7) == 0 || strncmp(buf, "JOINERR ", 8) == 0) {
+            on_join_reply(buf);
         }
         return;
     }
@@ -37,6 +42,7 @@ static void on_zygote_msg(host_watch *w, uint32_t events)
             (int)t->zygote_pid);
     host_watch_close(&t->sock);
     t->zygote_ready = 0;
+    fail_joins(t);
     if (t->zygote_pid > 0)
         kill(t->zygote_pid, SIGKILL);
     t->restart_at_us = host_now_us() + (t->restarts ? ZYGOTE_BACKOFF_US : 0);
@@ -129,6 +135,44 @@ host_template *host_template_find(const char *name)
     return NULL;
 }
 
+/* The spec as a JSON string's contents: it is ours, so only \n, " and \\
+ * need escaping. out has room for 2 * strlen(spec) + 1. */
+static size_t escape_spec(char *out, const char *spec)
+{
+    size_t n = 0;
+    for (const char *p = spec; *p; p++) {
+        if (*p == '\n') {
+            out[n++] = '\\';
+            out[n++] = 'n';
+        } else {
+            if (*p == '"' || *p == '\\')
+                out[n++] = '\\';
+            out[n++] = *p;
+        }
+    }
+    out[n] = 0;
+    return n;
+}
+
+/* One message with fds to the zygote. */
+static int send_zygote(host_template *t, const char *msg, size_t len, const int *fds, int nfds,
+                       sg_err *err)
+{
+    struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
+    char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+    memset(cbuf, 0, sizeof cbuf);
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                        .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+    if (sendmsg(t->sock.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        return sg_err_errno(err, SG_EUNAVAIL, "sendmsg(zygote %s)", t->cfg->name);
+    return 0;
+}
+
 int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, const char *env_json,
                        int pooled, int child_fd, sg_err *err)
 {
@@ -139,31 +183,104 @@ int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, con
     int n = snprintf(msg, cap, "CREATE {\"id\":\"%s\",\"workdir\":\"/workspace\",\"env\":%s,"
                                "\"pool\":%s,\"egress\":%s,\"spec\":\"", sb->id, env_json,
                      pooled ? "true" : "false", sb->egress ? "true" : "false");
-    for (const char *p = spec; *p; p++) {   /* the spec is ours: only \n needs escaping */
-        if (*p == '\n') {
-            msg[n++] = '\\';
-            msg[n++] = 'n';
-        } else if (*p == '"' || *p == '\\') {
-            msg[n++] = '\\';
-            msg[n++] = *p;
-        } else {
-            msg[n++] = *p;
-        }
-    }
+    n += (int)escape_spec(msg + n, spec);
     n += snprintf(msg + n, cap - (size_t)n, "\"}");
-    struct iovec iov = {.iov_base = msg, .iov_len = (size_t)n};
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    memset(cbuf, 0, sizeof cbuf);
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                        .msg_controllen = sizeof cbuf};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &child_fd, sizeof(int));
-    ssize_t s = sendmsg(t->sock.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    int rc = send_zygote(t, msg, (size_t)n, &child_fd, 1, err);
+    explicit_bzero(msg, (size_t)n);   /* the env holds secrets */
     free(msg);
-    if (s < 0)
-        return sg_err_errno(err, SG_EUNAVAIL, "sendmsg(zygote %s)", t->cfg->name);
+    return rc;
+}
+
+/* JOIN (PROTOCOL.md section 1a): the zygote forks a context into the running
+ * sandbox. We make the context's socket and pipes, keep our ends in the
+ * context until JOINED, and queue its activation (env, workdir) first on
+ * the socket, so the zygote never sees the sandbox's environment. */
+int host_zygote_join(host_template *t, host_ctx *c, sg_err *err)
+{
+    static uint32_t jobs;
+    host_sandbox *sb = c->sb;
+    if (t->sock.fd < 0)
+        return sg_err_set(err, SG_EUNAVAIL, "template %s is restarting; retry", t->cfg->name);
+    if (!sb->ctx_env)
+        return sg_err_set(err, SG_EINTERNAL, "sandbox %s has no environment for a context", sb->id);
+    char *spec = host_sandbox_join_spec(sb, t, err);
+    if (!spec)
+        return err->code;
+    int sv[2] = {-1, -1}, out[2] = {-1, -1}, er[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 ||
+        pipe2(out, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0) {
+        sg_err_errno(err, SG_EINTERNAL, "socketpair/pipe for context %s", c->id);
+        int all[] = {sv[0], sv[1], out[0], out[1], er[0], er[1]};
+        for (int i = 0; i < 6; i++)
+            if (all[i] >= 0)
+                close(all[i]);
+        free(spec);
+        return err->code;
+    }
+    if (++jobs == 0)
+        ++jobs;
+    size_t cap = strlen(spec) * 2 + 64;
+    char *msg = malloc(cap);
+    int n = snprintf(msg, cap, "JOIN {\"job\":%u,\"spec\":\"", jobs);
+    n += (int)escape_spec(msg + n, spec);
+    n += snprintf(msg + n, cap - (size_t)n, "\"}");
+    int fds[4] = {sb->pidfd, sv[1], out[1], er[1]};
+    int rc = send_zygote(t, msg, (size_t)n, fds, 4, err);
+    free(msg);
+    free(spec);
+    close(sv[1]);
+    close(out[1]);
+    close(er[1]);
+    if (rc != 0) {
+        close(sv[0]);
+        close(out[0]);
+        close(er[0]);
+        return rc;
+    }
+    c->join_job = jobs;
+    c->join_fds[0] = sv[0];
+    c->join_fds[1] = out[0];
+    c->join_fds[2] = er[0];
+    host_ctx_send_activation(sv[0], sb->ctx_env);
     return 0;
+}
+
+static host_ctx *find_join(uint32_t job)
+{
+    for (host_sandbox *sb = H.sandboxes; sb; sb = sb->next)
+        for (host_ctx *c = sb->contexts; c; c = c->next)
+            if (c->join_job == job)
+                return c;
+    return NULL;
+}
+
+/* JOINED <job> <pid> / JOINERR <job> <message>. */
+static void on_join_reply(const char *msg)
+{
+    unsigned job = 0;
+    int pid = 0, used = 0;
+    int joined = strncmp(msg, "JOINED ", 7) == 0;
+    if (sscanf(msg + (joined ? 7 : 8), "%u %n", &job, &used) != 1 || job == 0)
+        return;
+    host_ctx *c = find_join(job);
+    if (!c)
+        return;   /* destroyed meanwhile; the process dies with its sandbox */
+    if (joined && sscanf(msg + 7 + used, "%d", &pid) == 1 && pid > 1) {
+        host_ctx_joined(c, pid);
+        return;
+    }
+    char why[320];
+    snprintf(why, sizeof why, "could not start the context: %s",
+             joined ? "bad JOINED from the zygote" : msg + 8 + used);
+    host_ctx_failed(c, why);
+}
+
+/* The zygote died: its JOINs in flight will never be answered. */
+static void fail_joins(host_template *t)
+{
+    for (host_sandbox *sb = H.sandboxes; sb; sb = sb->next)
+        for (host_ctx *c = sb->contexts; c; c = c->next)
+            if (c->join_job && strcmp(sb->template_name, t->cfg->name) == 0)
+                host_ctx_failed(c, "the template's zygote restarted while starting the context; "
+                                   "retry");
 }

@@ -295,6 +295,23 @@ SGC_API int sgc_cgroup_create(const char *root, const char *name, const sgc_cgro
     return -1;
 }
 
+/* The "cgroup.procs" paths of existing groups, as sgc_cgroup_create wrote
+ * them (a context joining a made sandbox joins the same groups). */
+SGC_API int sgc_cgroup_procs(const char *root, const char *name, char *procs_out, size_t max,
+                             char *errbuf, size_t errlen)
+{
+    groups g;
+    size_t used = 0;
+    if (resolve(root, name, &g, errbuf, errlen))
+        return -1;
+    if (max)
+        procs_out[0] = '\0';
+    for (int i = 0; i < g.n; i++)
+        if (put_procs(procs_out, max, &used, g.dir[i], errbuf, errlen))
+            return -1;
+    return 0;
+}
+
 /* ---- warm pool: re-limit and rename an existing sandbox's groups ---- */
 
 SGC_API int sgc_cgroup_set_limits(const char *root, const char *name, const sgc_cgroup_limits *lim,

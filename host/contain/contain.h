@@ -70,6 +70,25 @@ int sgc_pidns_next(char *errbuf, size_t errlen);
 int sgc_pidns_reset(char *errbuf, size_t errlen);
 int sgc_unshare_pid1(const char *spec, char *errbuf, size_t errlen);
 
+/* A later process joining a made sandbox (a context the zygote forks):
+ *   sgc_pidns_join(pidfd)  in the zygote, pidfd naming the sandbox's pid 1:
+ *                          setns(NEWPID), so its next child is in the
+ *                          sandbox's pid namespace; fork(); then
+ *                          sgc_pidns_reset() in the parent, as above;
+ *   sgc_join(spec, pidfd)  in that child (J: root, single-threaded, not pid 1):
+ *                          join the sandbox's cgroups, then setns into its
+ *                          mount, net, ipc, uts and cgroup namespaces; the
+ *                          root and cwd become the sandbox's root. J then
+ *                          forks K and exits: K is in the sandbox's pid
+ *                          namespace, so it is reparented to its pid 1;
+ *   sgc_enter_joined(spec) in K: sgc_enter's steps from rlimits on (rlimits,
+ *                          uid/gid, caps, no_new_privs, close stray fds,
+ *                          seccomp last), without the ones that made the
+ *                          sandbox (mounts, hostname, loopback). */
+int sgc_pidns_join(int pidfd, char *errbuf, size_t errlen);
+int sgc_join(const char *spec, int pidfd, char *errbuf, size_t errlen);
+int sgc_enter_joined(const char *spec, char *errbuf, size_t errlen);
+
 /* ---- cgroups, used by the host daemon ---- */
 typedef enum { SGC_CGROUP_NONE = 0, SGC_CGROUP_V1 = 1, SGC_CGROUP_V2 = 2 } sgc_cgroup_kind;
 
@@ -88,6 +107,11 @@ sgc_cgroup_kind sgc_cgroup_detect(const char *root);
  * "cgroup.procs" paths (for the spec's cgroup_procs keys). */
 int sgc_cgroup_create(const char *root, const char *name, const sgc_cgroup_limits *lim,
                       char *procs_out, size_t max, char *errbuf, size_t errlen);
+
+/* The "cgroup.procs" paths of existing group(s) `name`, newline-separated
+ * (as sgc_cgroup_create writes them), for the spec of a joining process. */
+int sgc_cgroup_procs(const char *root, const char *name, char *procs_out, size_t max,
+                     char *errbuf, size_t errlen);
 
 /* Rewrite the limits of existing group(s) (a pooled sandbox given its
  * owner's limits). A memory limit below current use fails (v1 EBUSY). */

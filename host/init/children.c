@@ -85,6 +85,19 @@ static void hand_over(init_state *s, init_child *c, pid_t pid, const char *verb,
     close_fds(fds, nfds);
 }
 
+static void report(init_state *s, const char *verb, init_child *c, int status)
+{
+    int code = -1, sig = 0;
+    if (WIFSIGNALED(status))
+        sig = WTERMSIG(status);
+    else
+        code = WEXITSTATUS(status);
+    char m[INIT_ID_MAX + 64];
+    snprintf(m, sizeof m, "%s %s %d %d", verb, c->id, code, sig);
+    c->pid = 0;
+    init_send(s, m, NULL, 0);
+}
+
 /* In the forked child: the signals pid 1 ignores or takes through signalfd
  * go back to their defaults, the mask is cleared, and 0/1/2 (and 3 for a
  * context) are the only fds left. Never returns. */
@@ -155,6 +168,27 @@ void init_ctx_release_held(init_state *s)
     hand_over(s, slot(s->ctx, INIT_MAX_CTX), h.pid, "CTX", h.id, s->held_fds, 3);
 }
 
+/* ADOPT <id> <pid>: a context the zygote forked into the sandbox (a JOIN,
+ * PROTOCOL.md section 1a) is ours to signal and reap under id. It was
+ * reparented to us when its first parent exited; if it has ended already,
+ * its exit is in the early ring and is reported now. */
+void init_ctx_adopt(init_state *s, const char *id, pid_t pid)
+{
+    if (pid <= 1)
+        return;
+    init_child *c = claim(s, s->ctx, INIT_MAX_CTX, "CTXERR", "context", id);
+    if (!c)
+        return;
+    c->pid = pid;
+    snprintf(c->id, sizeof c->id, "%s", id);
+    for (int i = 0; i < INIT_EARLY_EXITS; i++)
+        if (s->early[i].pid == pid) {
+            s->early[i].pid = 0;
+            report(s, "CTXEXIT", c, s->early[i].status);
+            return;
+        }
+}
+
 /* EXEC <id> <command>: /bin/sh -c command in its own process group, stdin
  * /dev/null, in the workdir (our cwd), with the sandbox's environment. */
 void init_exec_start(init_state *s, const char *id, const char *command)
@@ -218,18 +252,6 @@ void init_signal(init_state *s, init_kind kind, const char *id, int sig, bool gr
     kill(c->pid, sig);
 }
 
-static void report(init_state *s, const char *verb, init_child *c, int status)
-{
-    int code = -1, sig = 0;
-    if (WIFSIGNALED(status))
-        sig = WTERMSIG(status);
-    else
-        code = WEXITSTATUS(status);
-    char m[INIT_ID_MAX + 64];
-    snprintf(m, sizeof m, "%s %s %d %d", verb, c->id, code, sig);
-    c->pid = 0;
-    init_send(s, m, NULL, 0);
-}
 
 void init_reap(init_state *s)
 {
@@ -245,13 +267,22 @@ void init_reap(init_state *s)
             s->held.pid = 0;   /* not the host's yet: nothing to report */
             continue;
         }
+        int known = 0;
         for (int i = 0; i < INIT_MAX_CTX; i++)
-            if (s->ctx[i].pid == pid)
+            if (s->ctx[i].pid == pid) {
                 report(s, "CTXEXIT", &s->ctx[i], status);
+                known = 1;
+            }
         for (int i = 0; i < INIT_MAX_EXEC; i++)
-            if (s->exec[i].pid == pid)
+            if (s->exec[i].pid == pid) {
                 report(s, "EXIT", &s->exec[i], status);
-        /* else an orphan that reparented to us */
+                known = 1;
+            }
+        if (!known) {   /* an orphan, or a joined context not yet adopted */
+            s->early[s->early_next].pid = pid;
+            s->early[s->early_next].status = status;
+            s->early_next = (s->early_next + 1) % INIT_EARLY_EXITS;
+        }
     }
 }
 

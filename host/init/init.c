@@ -2,8 +2,8 @@
  *
  * Owns: what pid 1 does between the host and the sandbox once the zygote's
  * fork has made it (PROTOCOL.md §2, §3): READY and the default context to
- * the host, ACTIVATE for a pooled sandbox, the host's CTX / INT / KILLCTX /
- * EXEC / KILLEXEC, the egress listener (EGRESS + fd), SIGCHLD, and killing
+ * the host, ACTIVATE for a pooled sandbox, the host's CTX / ADOPT / INT /
+ * KILLCTX / EXEC / KILLEXEC, the egress listener (EGRESS + fd), SIGCHLD, and killing
  * everything in the sandbox when the host goes away. Starting and reaping
  * children is children.c's; the ACTIVATE JSON is activate.c's.
  */
@@ -201,6 +201,11 @@ static void on_message(init_state *s, bool *pooled)
     const char *cmd = msgbuf;
     if (strcmp(cmd, "CTX") == 0) {
         init_ctx_start(s, rest);
+    } else if (strcmp(cmd, "ADOPT") == 0) {
+        char *pid = strchr(rest, ' ');
+        if (pid)
+            *pid++ = 0;
+        init_ctx_adopt(s, rest, pid ? (pid_t)atoi(pid) : 0);
     } else if (strcmp(cmd, "INT") == 0) {
         init_signal(s, INIT_CTX, rest, SIGINT, false);
     } else if (strcmp(cmd, "KILLCTX") == 0) {

@@ -21,6 +21,7 @@
 #define INIT_MAX_EXEC 256
 #define INIT_COMMAND_MAX (1024 * 1024)
 #define INIT_FRAME_MAX (64 * 1024)
+#define INIT_EARLY_EXITS 32  /* reaped before ADOPT named them (children.c) */
 
 typedef enum { INIT_CTX = 1, INIT_EXEC = 2 } init_kind;
 
@@ -42,6 +43,13 @@ typedef struct init_state {
     init_child held;
     int held_fds[3];         /* owned until sent: host end, out_r, err_r */
     int egress;              /* owned: listener on 127.0.0.1:3128, or -1 */
+    /* Exits of processes reaped while unknown: orphans, and joined contexts
+     * that ended before their ADOPT arrived. A ring; pid 0 = empty. */
+    struct {
+        pid_t pid;
+        int status;
+    } early[INIT_EARLY_EXITS];
+    int early_next;
 } init_state;
 
 typedef struct init_activation {
@@ -57,6 +65,7 @@ void init_shutdown(init_state *s) __attribute__((noreturn));
 /* children.c */
 void init_ctx_start(init_state *s, const char *id);
 void init_ctx_release_held(init_state *s);
+void init_ctx_adopt(init_state *s, const char *id, pid_t pid);
 void init_exec_start(init_state *s, const char *id, const char *command);
 void init_signal(init_state *s, init_kind kind, const char *id, int sig, bool group);
 void init_reap(init_state *s);

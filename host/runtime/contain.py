@@ -1,7 +1,8 @@
 """contain.py — the ctypes face of libsandgate_contain.so (host/contain/contain.h).
 
-Owns: loading the library once in the zygote and calling sgc_unshare /
-sgc_enter with an error buffer. What the steps do is the library's business;
+Owns: loading the library once in the zygote and calling its steps
+(making a sandbox: sgc_pidns_*, sgc_unshare_pid1, sgc_enter; joining one:
+sgc_pidns_join, sgc_join, sgc_enter_joined) with an error buffer. What the steps do is the library's business;
 when to call them is create.py's.
 """
 
@@ -25,7 +26,8 @@ class Contain:
         # .so from inside its new root.
         lib = ctypes.CDLL(lib_path, use_errno=True)
         proto = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-        for name in ("sgc_unshare", "sgc_enter", "sgc_unshare_pid1"):
+        for name in ("sgc_unshare", "sgc_enter", "sgc_unshare_pid1",
+                     "sgc_enter_joined"):
             f = getattr(lib, name)
             f.argtypes = proto
             f.restype = ctypes.c_int
@@ -38,6 +40,15 @@ class Contain:
         self._unshare_pid1 = lib.sgc_unshare_pid1
         self._pidns_next = lib.sgc_pidns_next
         self._pidns_reset = lib.sgc_pidns_reset
+        lib.sgc_pidns_join.argtypes = [ctypes.c_int, ctypes.c_char_p,
+                                       ctypes.c_size_t]
+        lib.sgc_pidns_join.restype = ctypes.c_int
+        lib.sgc_join.argtypes = [ctypes.c_char_p, ctypes.c_int,
+                                 ctypes.c_char_p, ctypes.c_size_t]
+        lib.sgc_join.restype = ctypes.c_int
+        self._pidns_join = lib.sgc_pidns_join
+        self._join = lib.sgc_join
+        self._enter_joined = lib.sgc_enter_joined
 
     def _call(self, fn, name, spec):
         err = ctypes.create_string_buffer(ERRLEN)
@@ -60,6 +71,26 @@ class Contain:
         """Back to our own pid namespace for later children."""
         if self.enabled:
             self._call0(self._pidns_reset, "sgc_pidns_reset")
+
+    def pidns_join(self, pidfd):
+        """The caller's next child is in the pid namespace of pidfd's process."""
+        if self.enabled:
+            err = ctypes.create_string_buffer(ERRLEN)
+            if self._pidns_join(pidfd, err, ERRLEN) != 0:
+                raise ContainError("sgc_pidns_join: %s" % err.value.decode(
+                    "utf-8", "replace"))
+
+    def join(self, spec, pidfd):
+        """In that child: the sandbox's cgroups, then its other namespaces."""
+        if self.enabled:
+            err = ctypes.create_string_buffer(ERRLEN)
+            if self._join(spec.encode("utf-8"), pidfd, err, ERRLEN) != 0:
+                raise ContainError("sgc_join: %s" % err.value.decode(
+                    "utf-8", "replace"))
+
+    def enter_joined(self, spec):
+        if self.enabled:
+            self._call(self._enter_joined, "sgc_enter_joined", spec)
 
     def unshare_pid1(self, spec):
         """In the forked pid 1: cgroups, then the other namespaces."""

@@ -20,16 +20,16 @@ from notebook import Notebook
 from streams import FrameWriter
 
 
-def start(ctx_sock, out_w, err_w):
+def start(ctx_sock, out_w, err_w, pdeathsig=True):
     """Turn the freshly forked child into a context; never returns."""
     try:
-        _setup(out_w, err_w)
+        _setup(out_w, err_w, pdeathsig)
         _serve(ctx_sock)
     finally:
         os._exit(0)
 
 
-def _setup(out_w, err_w):
+def _setup(out_w, err_w, pdeathsig):
     devnull = os.open("/dev/null", os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(out_w, 1)
@@ -44,10 +44,11 @@ def _setup(out_w, err_w):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     # Die with pid 1 even when it isn't pid 1 of a namespace (--no-contain).
-    try:
-        prctl.set_pdeathsig(signal.SIGKILL)
-    except OSError:
-        pass
+    if pdeathsig:
+        try:
+            prctl.set_pdeathsig(signal.SIGKILL)
+        except OSError:
+            pass
     reseed.reseed()
 
 

@@ -2,8 +2,9 @@
 
 Owns: the host ⇄ zygote channel (PROTOCOL.md section 1): argv, preloading
 the template's modules (and the whole runtime) once, freezing the heap so
-forked children share it, HELLO, and for each CREATE one fork into a new
-pid namespace (the child is the sandbox's pid 1; create.py) — nothing
+forked children share it, HELLO, for each CREATE one fork into a new pid
+namespace (the child is the sandbox's pid 1; create.py), and for each JOIN
+one fork into a running sandbox's (a later context; join.py) — nothing
 more, so a create costs the zygote one fork. It is a
 child subreaper and reaps everything that ends up under it. EOF on the
 control socket means the host died: the zygote exits.
@@ -26,6 +27,7 @@ import socket  # noqa: E402
 import context  # noqa: E402,F401
 import create  # noqa: E402
 import frames  # noqa: E402
+import join  # noqa: E402
 import prctl  # noqa: E402
 from contain import Contain, ContainError  # noqa: E402
 from pid1 import Init  # noqa: E402
@@ -198,6 +200,9 @@ def _serve(ctl, control_fd, contain, init):
             os._exit(0)
         except ValueError as e:
             print("zygote: %s" % e, file=sys.stderr, flush=True)
+            continue
+        if data.startswith(b"JOIN "):
+            join.handle(ctl, control_fd, data[5:], fds, contain)
             continue
         if not data.startswith(b"CREATE ") or len(fds) != 1:
             # No sandbox_sock: there is nobody to say ERR to.

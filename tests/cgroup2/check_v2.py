@@ -99,6 +99,22 @@ class CgroupV2(unittest.TestCase):
         current = int(read(os.path.join(self.group(sid), "pids.current")))
         self.assertLessEqual(current, POLICY_PIDS)
 
+    def test_later_context_joins_the_sandbox(self):
+        # A context made after the sandbox is a zygote fork joined into it
+        # (PROTOCOL.md 1a): same group, same root, same workdir as the
+        # default context, even though these daemons run under the VM's
+        # chroot (setns alone would give the initramfs's root here).
+        sid = self.fresh()
+        code = ("import os\nprint(open('/proc/self/cgroup').read().strip(), os.getcwd(), "
+                "sorted(os.listdir('/')), os.getppid())\n")
+        want = self.c.run(sid, code, timeout=60)
+        self.assertIsNone(want.error, want)
+        ctx = self.c.new_context(sid)
+        got = self.c.run(sid, code, ctx=ctx, timeout=60)
+        self.assertIsNone(got.error, got)
+        self.assertEqual(got.out, want.out)
+        self.assertIn("0::/ /workspace", got.out)
+
     def test_kill_removes_the_group(self):
         sid = self.c.create(ttl=600, retries=60)
         d = self.group(sid)

@@ -587,6 +587,37 @@ class Escapes(unittest.TestCase):
                          ["CapEff:", "0000000000000000", "NoNewPrivs:", "1", "Seccomp:", "2"],
                          (out, err, ex))
 
+    def test_later_context_contained_like_the_default(self):
+        # A context made after the sandbox (CreateContext, and every restart)
+        # is a zygote fork that joins the running sandbox (PROTOCOL.md 1a):
+        # it must land in the same namespaces, cgroups, uid, caps and
+        # seccomp as the default context, as a child of the sandbox's pid 1,
+        # and with the sandbox's env, never the zygote's.
+        code = ('st = dict(l.split(":\\t", 1) for l in open("/proc/self/status").read()'
+                '.splitlines() if ":\\t" in l)\n'
+                'R["st"] = {k: st[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd",'
+                ' "CapAmb", "NoNewPrivs", "Seccomp", "Uid", "Gid")}\n'
+                'R["ns"] = {n: os.readlink("/proc/self/ns/" + n) for n in'
+                ' ("mnt", "net", "pid", "ipc", "uts", "cgroup", "user")}\n'
+                'R["cg"] = open("/proc/self/cgroup").read()\n'
+                'R["ppid"] = os.getppid()\n'
+                'R["cwd"] = os.getcwd()\n'
+                'R["env"] = sorted(os.environ)\n'
+                'R["root"] = sorted(os.listdir("/"))\n'
+                'R["numpy"] = "numpy" in sys.modules\n')
+        ctx = self.c.new_context(self.sb)
+        default, later = self.probe(code), self.probe(code, ctx=ctx)
+        self.assertEqual(later, default)
+        self.assertEqual(later["ppid"], 1, later)
+        self.assertTrue(later["numpy"], "a later context shares the zygote's preloaded heap")
+        self.assertEqual(later["st"]["CapEff"], "0000000000000000", later)
+        self.assertEqual(later["st"]["Seccomp"], "2", later)
+        self.assertNotIn("PYTHONPATH", later["env"])
+        # Restarted after it dies: joined again, contained the same way.
+        r = self.c.run(self.sb, "import os\nos._exit(7)", ctx=ctx)
+        self.assertIsNotNone(r.error, r)
+        self.assertEqual(self.probe(code, ctx=ctx), default)
+
     # ---- smolagents' published escapes (in-process executor) ----
     def test_smolagents_subclasses_popen(self):
         R = self.probe(
