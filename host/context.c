@@ -325,9 +325,11 @@ int host_ctx_submit(host_ctx *c, host_run *r, sg_err *err)
 void host_ctx_spawn(host_ctx *c)
 {
     host_template *t = host_template_find(c->sb->template_name);
-    if (t && t->cfg->contain && c->sb->pidfd >= 0) {
+    if (t && t->cfg->contain) {
         sg_err err;
-        if (host_zygote_join(t, c, &err) != 0)
+        if (c->sb->pidfd < 0)
+            host_ctx_failed(c, "no handle on the sandbox's pid 1 (pidfd_open failed)");
+        else if (host_zygote_join(t, c, &err) != 0)
             host_ctx_failed(c, err.msg);
         return;
     }

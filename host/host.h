@@ -16,8 +16,6 @@
 
 #define HOST_ID_MAX 80
 #define HOST_FRAME_MAX (64 * 1024 + 16)
-/* Where a contained sandbox sees host/runtime (read-only); pid1.py names it too. */
-#define HOST_RUNTIME_INSIDE "/opt/sandgate/runtime"
 
 typedef struct host_sandbox host_sandbox;
 typedef struct host_ctx host_ctx;

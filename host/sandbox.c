@@ -4,7 +4,6 @@
  * removed, so "killed" means no process is left. */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -178,10 +177,6 @@ static char *build_spec(host_sandbox *sb, const host_template *t, const char *pr
                      (unsigned long long)sb->limits.disk_bytes);
     for (size_t i = 0; i < c->n_ro_binds; i++)
         n += snprintf(spec + n, cap - (size_t)n, "ro_bind=%s\n", c->ro_binds[i]);
-    /* The runtime, for contexts after the default one (host/runtime/pid1.py). */
-    char rt[sizeof H.runtime_py];
-    snprintf(rt, sizeof rt, "%s", H.runtime_py);
-    n += snprintf(spec + n, cap - (size_t)n, "ro_bind=%s:%s\n", dirname(rt), HOST_RUNTIME_INSIDE);
     for (size_t i = 0; i < c->n_symlinks; i++)
         n += snprintf(spec + n, cap - (size_t)n, "symlink=%s\n", c->symlinks[i]);
     for (const char *p = procs; *p;) {

@@ -1,7 +1,9 @@
 /* contain.c — the ordered list of isolation steps, and nothing else: A's
- * half (sgc_unshare: join cgroups, unshare namespaces) and B's half
- * (sgc_enter: mounts .. seccomp). Each step lives in its facility's file;
- * spec parsing is spec.c's. The order is the contract of contain.h. */
+ * half (sgc_unshare: join cgroups, unshare namespaces), B's half
+ * (sgc_enter: mounts .. seccomp), and a later process joining a made
+ * sandbox (sgc_join: cgroups, setns, its root; sgc_enter_joined: the
+ * privilege-dropping steps of sgc_enter). Each step lives in its facility's
+ * file; spec parsing is spec.c's. The order is the contract of contain.h. */
 #include "host/contain/contain.h"
 #include "host/contain/steps.h"
 

@@ -10,11 +10,6 @@ import fcntl
 import os
 import sys
 
-# Where the host's spec mounts this folder inside a contained sandbox
-# (read-only): contexts after the default one run context_main.py from it.
-RUNTIME_INSIDE = "/opt/sandgate/runtime"
-
-
 class Init:
     def __init__(self, path):
         # Owned by the zygote; every sandbox's pid 1 inherits it until exec.
@@ -30,11 +25,12 @@ class Init:
         """Exec sandgate-init with sandbox_sock (fd 3) and the held default
         context (pid, [host_end, out_r, err_r]); never returns."""
         pid, fds = held
-        runtime = RUNTIME_INSIDE if contain.enabled else self._runtime
+        # CTX (a fresh interpreter) serves --no-contain only; a contained
+        # sandbox's later contexts are zygote forks (join.py).
         argv = ["sandgate-init", "--sock", "3",
                 "--held", "default:%d:%d:%d:%d" % (pid, fds[0], fds[1], fds[2]),
                 "--python", sys.executable,
-                "--context-main", os.path.join(runtime, "context_main.py")]
+                "--context-main", os.path.join(self._runtime, "context_main.py")]
         if pool:
             argv.append("--pooled")
         if egress:
