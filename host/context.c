@@ -338,20 +338,27 @@ void host_ctx_spawn(host_ctx *c)
 }
 
 /* 'a' chunks then a final 'A': the environment and workdir a context takes
- * before any code (PROTOCOL.md section 4). fd is still blocking here. */
-void host_ctx_send_activation(int fd, const char *json)
+ * before any code (PROTOCOL.md section 4), queued on a socket nobody reads
+ * yet. It never blocks the loop: the buffer is raised first, and what does
+ * not fit fails (-1). */
+int host_ctx_send_activation(int fd, const char *json)
 {
     size_t n = strlen(json), off = 0;
+    int sz = 4 << 20, rc = 0;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz);
     uint8_t frame[CODE_CHUNK + 1];
     do {
         size_t len = n - off < CODE_CHUNK ? n - off : CODE_CHUNK;
         frame[0] = off + len < n ? 'a' : 'A';
         memcpy(frame + 1, json + off, len);
-        if (send(fd, frame, len + 1, MSG_NOSIGNAL) < 0)
-            break;   /* it died: its exit is reported as any other */
+        if (send(fd, frame, len + 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+            rc = -1;
+            break;
+        }
         off += len;
     } while (off < n);
     explicit_bzero(frame, sizeof frame);
+    return rc;
 }
 
 /* JOINED: the zygote's fork is in the sandbox as pid `pid` there. pid 1

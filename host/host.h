@@ -217,7 +217,7 @@ host_ctx *host_ctx_find(host_sandbox *sb, const char *id);
 void host_ctx_attach(host_ctx *c, int sock, int out, int err);
 void host_ctx_spawn(host_ctx *c);
 void host_ctx_joined(host_ctx *c, int pid);
-void host_ctx_send_activation(int fd, const char *json);
+int host_ctx_send_activation(int fd, const char *json);
 void host_ctx_exited(host_ctx *c, int code, int sig);
 void host_ctx_failed(host_ctx *c, const char *msg);
 int host_ctx_submit(host_ctx *c, host_run *r, sg_err *err);

@@ -191,32 +191,14 @@ int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, con
     return rc;
 }
 
-/* JOIN (PROTOCOL.md section 1a): the zygote forks a context into the running
- * sandbox. We make the context's socket and pipes, keep our ends in the
- * context until JOINED, and queue its activation (env, workdir) first on
- * the socket, so the zygote never sees the sandbox's environment. */
-int host_zygote_join(host_template *t, host_ctx *c, sg_err *err)
+static uint32_t jobs;   /* the last JOIN's number; 0 is never used */
+
+/* The JOIN message itself, with the sandbox's pidfd and the context's ends. */
+static int send_join(host_template *t, host_sandbox *sb, const int *f, sg_err *err)
 {
-    static uint32_t jobs;
-    host_sandbox *sb = c->sb;
-    if (t->sock.fd < 0)
-        return sg_err_set(err, SG_EUNAVAIL, "template %s is restarting; retry", t->cfg->name);
-    if (!sb->ctx_env)
-        return sg_err_set(err, SG_EINTERNAL, "sandbox %s has no environment for a context", sb->id);
     char *spec = host_sandbox_join_spec(sb, t, err);
     if (!spec)
         return err->code;
-    int sv[2] = {-1, -1}, out[2] = {-1, -1}, er[2] = {-1, -1};
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 ||
-        pipe2(out, O_CLOEXEC) != 0 || pipe2(er, O_CLOEXEC) != 0) {
-        sg_err_errno(err, SG_EINTERNAL, "socketpair/pipe for context %s", c->id);
-        int all[] = {sv[0], sv[1], out[0], out[1], er[0], er[1]};
-        for (int i = 0; i < 6; i++)
-            if (all[i] >= 0)
-                close(all[i]);
-        free(spec);
-        return err->code;
-    }
     if (++jobs == 0)
         ++jobs;
     size_t cap = strlen(spec) * 2 + 64;
@@ -224,24 +206,53 @@ int host_zygote_join(host_template *t, host_ctx *c, sg_err *err)
     int n = snprintf(msg, cap, "JOIN {\"job\":%u,\"spec\":\"", jobs);
     n += (int)escape_spec(msg + n, spec);
     n += snprintf(msg + n, cap - (size_t)n, "\"}");
-    int fds[4] = {sb->pidfd, sv[1], out[1], er[1]};
+    int fds[4] = {sb->pidfd, f[3], f[4], f[5]};
     int rc = send_zygote(t, msg, (size_t)n, fds, 4, err);
     free(msg);
     free(spec);
-    close(sv[1]);
-    close(out[1]);
-    close(er[1]);
-    if (rc != 0) {
-        close(sv[0]);
-        close(out[0]);
-        close(er[0]);
-        return rc;
+    return rc;
+}
+
+/* JOIN (PROTOCOL.md section 1a): the zygote forks a context into the running
+ * sandbox. We make the context's socket and pipes, queue its activation
+ * (env, workdir) on the socket before the zygote has it, so the zygote never
+ * sees the sandbox's environment, and keep our ends in the context until
+ * JOINED. */
+int host_zygote_join(host_template *t, host_ctx *c, sg_err *err)
+{
+    host_sandbox *sb = c->sb;
+    if (t->sock.fd < 0)
+        return sg_err_set(err, SG_EUNAVAIL, "template %s is restarting; retry", t->cfg->name);
+    if (!sb->ctx_env)
+        return sg_err_set(err, SG_EINTERNAL, "sandbox %s has no environment for a context", sb->id);
+    /* [0..2]: our ends (socket, out_r, err_r); [3..5]: the context's */
+    int f[6] = {-1, -1, -1, -1, -1, -1}, sv[2], out[2], er[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0) {
+        f[0] = sv[0];
+        f[3] = sv[1];
     }
+    if (f[0] >= 0 && pipe2(out, O_CLOEXEC) == 0) {
+        f[1] = out[0];
+        f[4] = out[1];
+    }
+    if (f[1] >= 0 && pipe2(er, O_CLOEXEC) == 0) {
+        f[2] = er[0];
+        f[5] = er[1];
+    }
+    int rc;
+    if (f[2] < 0)
+        rc = sg_err_errno(err, SG_EINTERNAL, "socketpair/pipe for context %s", c->id);
+    else if (host_ctx_send_activation(f[0], sb->ctx_env) != 0)
+        rc = sg_err_errno(err, SG_EINTERNAL, "queueing the environment of context %s", c->id);
+    else
+        rc = send_join(t, sb, f, err);
+    for (int i = rc == 0 ? 3 : 0; i < 6; i++)   /* theirs always; ours on failure */
+        if (f[i] >= 0)
+            close(f[i]);
+    if (rc != 0)
+        return rc;
     c->join_job = jobs;
-    c->join_fds[0] = sv[0];
-    c->join_fds[1] = out[0];
-    c->join_fds[2] = er[0];
-    host_ctx_send_activation(sv[0], sb->ctx_env);
+    memcpy(c->join_fds, f, sizeof c->join_fds);
     return 0;
 }
 
