@@ -602,6 +602,114 @@ static void test_one_fork(void **state)
     assert_string_equal(a, b);
 }
 
+/* pid 1 of a sandbox that a later process joins: says it is up, waits. */
+static void inside_wait(int fd)
+{
+    report(fd, "up", 1, "");
+    close(fd);
+    pause();
+}
+
+static const char *const k_join_ns[] = {"mnt", "net", "pid", "ipc", "uts", "cgroup"};
+
+/* K, joined into the sandbox by the zygote's steps: where did it land? */
+static void inside_joined(int fd)
+{
+    char cg[256] = "";
+    for (int i = 0; i < 200 && getppid() != 1; i++)   /* J exits right after the fork */
+        usleep(5000);
+    report(fd, "reparented_to_pid1", getppid() == 1, "ppid=%d", (int)getppid());
+    report(fd, "uid", getuid() == UID && getgid() == UID, "uid=%d", (int)getuid());
+    /* pid 1's links are not ours to read (it changed uid, so it is not
+     * dumpable): the parent compares these with them. */
+    for (size_t i = 0; i < sizeof k_join_ns / sizeof k_join_ns[0]; i++) {
+        char path[64], link[64] = "", name[32];
+        snprintf(path, sizeof path, "/proc/self/ns/%s", k_join_ns[i]);
+        snprintf(name, sizeof name, "ns_%s", k_join_ns[i]);
+        ssize_t x = readlink(path, link, sizeof link - 1);
+        report(fd, name, x > 0, "%s", link);
+    }
+    /* the sandbox's root: its workspace, and no host /sys */
+    report(fd, "sandbox_root",
+           access("/workspace", F_OK) == 0 && access("/sys/fs/cgroup", F_OK) != 0, "");
+    int cfd = open("/proc/self/cgroup", O_RDONLY);
+    ssize_t n = cfd < 0 ? -1 : read(cfd, cg, sizeof cg - 1);
+    if (cfd >= 0)
+        close(cfd);
+    report(fd, "cgroup_root", n > 0 && strstr(cg, ":/\n") != NULL, "%.60s", cg);
+    check_status(fd, "CapEff", "0000000000000000");
+    check_status(fd, "NoNewPrivs", "1");
+    check_status(fd, "Seccomp", "2");
+    CHECK_ERRNO(fd, "unshare_denied", unshare(CLONE_NEWNS), EPERM);
+}
+
+/* The zygote's JOIN (contain.h): sgc_pidns_join, fork J, sgc_pidns_reset;
+ * J: sgc_join, fork K, exit; K: sgc_enter_joined, then the checks above. */
+static void test_join(void **state)
+{
+    (void)state;
+    char err[512], spec[8192];
+    sandbox sb;
+    g_one_fork = 1;
+    sandbox_start(&sb, &k_lim, NULL, inside_wait);
+    g_one_fork = 0;
+    sandbox_read(&sb, "up 1");
+    int pidfd = (int)syscall(SYS_pidfd_open, sb.a, 0);
+    assert_true(pidfd >= 0);
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    spec_for(&sb, p[1], NULL, spec, sizeof spec);
+    if (sgc_pidns_join(pidfd, err, sizeof err) != 0)
+        fail_msg("sgc_pidns_join: %s", err);
+    pid_t j = fork();
+    assert_true(j >= 0);
+    if (j == 0) {
+        close(p[0]);
+        if (sgc_join(spec, pidfd, err, sizeof err) != 0) {
+            report(p[1], "ERR", 0, "sgc_join: %s", err);
+            _exit(1);
+        }
+        pid_t k = fork();
+        if (k == 0) {
+            if (sgc_enter_joined(spec, err, sizeof err) != 0) {
+                report(p[1], "ERR", 0, "sgc_enter_joined: %s", err);
+                _exit(1);
+            }
+            inside_joined(p[1]);
+            _exit(0);
+        }
+        _exit(k > 0 ? 0 : 1);
+    }
+    if (sgc_pidns_reset(err, sizeof err) != 0)
+        fail_msg("sgc_pidns_reset: %s", err);
+    close(p[1]);
+    int st;
+    assert_int_equal(waitpid(j, &st, 0), j);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    sandbox k = {.rfd = p[0]};
+    sandbox_read(&k, NULL);   /* until K is done: EOF */
+    close(p[0]);
+    close(pidfd);
+    char want[6][64] = {{0}};
+    for (size_t i = 0; i < sizeof k_join_ns / sizeof k_join_ns[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)sb.a, k_join_ns[i]);
+        assert_true(readlink(path, want[i], sizeof want[i] - 1) > 0);
+    }
+    sandbox_finish(&sb);   /* before any assertion: nothing may outlive a failure */
+    static const char *const names[] = {"reparented_to_pid1", "uid", "ns_mnt", "ns_net",
+        "ns_pid", "ns_ipc", "ns_uts", "ns_cgroup", "sandbox_root", "cgroup_root",
+        "status_CapEff", "status_NoNewPrivs", "status_Seccomp", "unshare_denied", NULL};
+    expect_ok(&k, names);
+    for (size_t i = 0; i < sizeof k_join_ns / sizeof k_join_ns[0]; i++) {
+        char line[128];
+        snprintf(line, sizeof line, "ns_%s 1 %s\n", k_join_ns[i], want[i]);
+        if (!strstr(k.out, line))
+            fail_msg("K is not in pid 1's %s namespace (pid 1: %s); K said:\n%s", k_join_ns[i],
+                     want[i], k.out);
+    }
+}
+
 static void test_fs(void **state)
 {
     static const char *const names[] = {"no_shadow", "passwd", "usr_ro", "root_ro", "no_work_dir",
@@ -788,7 +896,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spec_errors),  cmocka_unit_test(test_detect),
         cmocka_unit_test(test_identity),     cmocka_unit_test(test_fs),
-        cmocka_unit_test(test_one_fork),
+        cmocka_unit_test(test_one_fork),     cmocka_unit_test(test_join),
         cmocka_unit_test(test_denied),       cmocka_unit_test(test_net),
         cmocka_unit_test(test_exec),         cmocka_unit_test(test_cgroup_limits),
         cmocka_unit_test(test_oom),          cmocka_unit_test(test_kill_sandbox),
