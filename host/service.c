@@ -188,6 +188,16 @@ static void do_create_context(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m
         fail(c, SG_EINVAL, "language must be \"python\"");
         return;
     }
+    int live = 0;
+    for (host_ctx *x = sb->contexts; x; x = x->next)
+        live += x->state != CTX_DEAD;
+    if (live >= HOST_MAX_CONTEXTS) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "sandbox %s has %d contexts, the most a sandbox may hold",
+                 sb->id, live);
+        fail(c, SG_EQUOTA, msg);
+        return;
+    }
     char id[32];
     snprintf(id, sizeof id, "ctx%u", ++sb->ctx_seq);
     host_ctx *ctx = host_ctx_new(sb, id);

@@ -17,7 +17,7 @@
 #include <sys/types.h>
 
 #define INIT_ID_MAX 128     /* context / exec ids, as the host makes them */
-#define INIT_MAX_CTX 64
+#define INIT_MAX_CTX 64     /* = HOST_MAX_CONTEXTS: the host refuses more */
 #define INIT_MAX_EXEC 256
 #define INIT_COMMAND_MAX (1024 * 1024)
 #define INIT_FRAME_MAX (64 * 1024)

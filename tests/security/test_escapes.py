@@ -12,6 +12,7 @@ Each attack is a Python snippet: PRELUDE defines helpers, the snippet fills
 dict R, and the last line prints "SGSEC:" + json(R), which the test parses.
 """
 
+import grpc
 import json
 import os
 import sys
@@ -610,6 +611,22 @@ class Escapes(unittest.TestCase):
         r = self.c.run(self.sb, "import os\nos._exit(7)", ctx=ctx)
         self.assertIsNotNone(r.error, r)
         self.assertEqual(self.probe(code, ctx=ctx), default)
+
+    def test_context_flood_is_capped(self):
+        # Each context is a process in the sandbox: a sandbox holds at most 64
+        # (the default one included), and the 65th is refused by name.
+        sid = self.fresh()
+        made = []
+        with self.assertRaises(grpc.RpcError) as cm:
+            for _ in range(80):
+                made.append(self.c.new_context(sid))
+        self.assertEqual(len(made), 63)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("64 contexts", cm.exception.details())
+        r = self.c.run(sid, "print(6 * 7)", ctx=made[-1])
+        self.assertEqual(r.out, "42\n", r)
+        r = self.c.run(sid, "print(6 * 7)")
+        self.assertEqual(r.out, "42\n", r)
 
     # ---- smolagents' published escapes (in-process executor) ----
     def test_smolagents_subclasses_popen(self):
