@@ -1,9 +1,10 @@
 /* children.c — the processes sandgate-init starts, signals and reaps.
  *
  * Owns: the context and exec tables (id -> pid, which is also the process
- * group), starting a context (the default one was forked by the zygote's
- * child before it exec'd us and is "held" until READY; a later one is a
- * fresh interpreter running context_main.py), exec children (/bin/sh -c,
+ * group), contexts (the default one was forked by the zygote's child
+ * before it exec'd us and is "held" until READY; later ones are zygote
+ * forks joined into the sandbox that ADOPT hands us, or, with --no-contain
+ * only, a fresh interpreter running context_main.py), exec children (/bin/sh -c,
  * posix_spawn), INT / KILL by id, reaping everything that ends in the
  * sandbox (orphans reparent to pid 1) with CTXEXIT / EXIT for ours, and, when
  * not pid 1 (--no-contain), killing our descendants at teardown.

@@ -119,8 +119,8 @@ static void go_ready(init_state *s, bool egress)
     init_ctx_release_held(s);
 }
 
-/* Split held frames 'a'... 'A' carrying the JSON to the held context, on a
- * dup of the socket end the host is about to get: they come first there. */
+/* Frames 'a'... 'A' carrying the JSON to the held context, on the socket
+ * end the host is about to get: they come first there. */
 static void send_activation_frames(init_state *s, const char *json, size_t n)
 {
     if (!s->held.pid)
