@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "host/egress/egress.h"
@@ -113,6 +115,30 @@ static void request_body_and_size(void **state)
     memcpy(big, "GET http://a.test/ HTTP/1.1\r\nX: ", 32);
     assert_int_equal(eg_parse_request(big, EG_HEAD_MAX + 10, &q, &why), 431);
     free(big);
+}
+
+/* The bytes after the head are not a C string: the head sits at the end of
+ * a mapping whose next page is PROT_NONE (strstr, before, read past the
+ * bytes given; under ASan that read faults here). */
+static void request_at_buffer_end(void **state)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    char *m = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(m != MAP_FAILED);
+    assert_int_equal(mprotect(m + pg, (size_t)pg, PROT_NONE), 0);
+    const char *in[] = {"CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n",
+                        "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX-Y: z\r\n\r\n"};
+    for (size_t i = 0; i < 2; i++) {
+        size_t n = strlen(in[i]);
+        char *at = m + pg - n;
+        memcpy(at, in[i], n);
+        eg_req q;
+        const char *why;
+        assert_int_equal(eg_parse_request(at, n, &q, &why), 1);
+        assert_string_equal(q.host, "a.test");
+        eg_req_cleanup(&q);
+    }
+    munmap(m, (size_t)pg * 2);
 }
 
 typedef struct ip_row { const char *in; int is_ip; const char *norm; const char *special; } ip_row;
@@ -366,6 +392,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(request_table),
         cmocka_unit_test(request_body_and_size),
+        cmocka_unit_test(request_at_buffer_end),
         cmocka_unit_test(ip_literals),
         cmocka_unit_test(sni_basic),
         cmocka_unit_test(sni_truncated),
