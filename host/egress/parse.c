@@ -121,9 +121,12 @@ int eg_parse_request(const char *in, size_t len, eg_req *r, const char **why)
     memset(r, 0, sizeof *r);
     r->content_length = -1;
     buf out = {0};
-    /* the head ends at the first CRLF CRLF; a bare LF anywhere is refused */
+    /* the head ends at the first CRLF CRLF; a bare LF anywhere is refused.
+     * The whole head, CRLF CRLF included, fits in EG_HEAD_MAX: a longer one
+     * must be 431 however the reads split it (a 16387-byte head was taken
+     * in one read, and refused in two). */
     size_t end = 0;
-    for (size_t i = 0; i + 3 < len && i < EG_HEAD_MAX; i++) {
+    for (size_t i = 0; i + 3 < len && i + 4 <= EG_HEAD_MAX; i++) {
         if (in[i] == '\r' && in[i + 1] == '\n' && in[i + 2] == '\r' && in[i + 3] == '\n') {
             end = i + 4;
             break;

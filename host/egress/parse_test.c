@@ -117,6 +117,39 @@ static void request_body_and_size(void **state)
     free(big);
 }
 
+/* A head of n bytes: the request line, one X header padding it out, CRLF CRLF. */
+static char *head_of(size_t n)
+{
+    char *h = malloc(n);
+    memset(h, 'a', n);
+    memcpy(h, "GET http://a.test/ HTTP/1.1\r\nX: ", 32);
+    memcpy(h + n - 4, "\r\n\r\n", 4);
+    return h;
+}
+
+/* The 16 KiB limit holds whatever the read sizes: a head is accepted whole
+ * only if each prefix of it would have been waited for, not refused (heads
+ * of 16385..16387 bytes passed in one read and were 431 in two). */
+static void request_head_limit_any_split(void **state)
+{
+    eg_req q;
+    const char *why;
+    for (size_t n = EG_HEAD_MAX - 2; n <= EG_HEAD_MAX + 4; n++) {
+        char *h = head_of(n);
+        int whole = eg_parse_request(h, n, &q, &why);
+        if (whole == 1)
+            eg_req_cleanup(&q);
+        for (size_t cut = n - 4; cut < n; cut++) {
+            int part = eg_parse_request(h, cut, &q, &why);
+            if (whole == 1 && part != 0)
+                fail_msg("%zu-byte head: accepted whole, prefix of %zu is %d", n, cut, part);
+        }
+        if (whole != (n <= EG_HEAD_MAX ? 1 : 431))
+            fail_msg("%zu-byte head: %d", n, whole);
+        free(h);
+    }
+}
+
 /* The bytes after the head are not a C string: the head sits at the end of
  * a mapping whose next page is PROT_NONE (strstr, before, read past the
  * bytes given; under ASan that read faults here). */
@@ -392,6 +425,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(request_table),
         cmocka_unit_test(request_body_and_size),
+        cmocka_unit_test(request_head_limit_any_split),
         cmocka_unit_test(request_at_buffer_end),
         cmocka_unit_test(ip_literals),
         cmocka_unit_test(sni_basic),
