@@ -136,6 +136,30 @@ static void test_token_bad(void **state)
     assert_int_equal(tenancy_token_verify(edge, KEY, KEYLEN, NOW, 3600, &t, &e), 0);
 }
 
+/* Names the verifier cannot hold are refused when signing, not turned
+ * into a token that never verifies; long ones made mac_of's HMAC read past
+ * its message buffer (token_fuzz's sign → verify round trip found it). */
+static void test_token_sign_limits(void **state)
+{
+    (void)state;
+    char name127[128], name128[129], name250[251], tok[2048];
+    memset(name127, 'u', 127);
+    name127[127] = 0;
+    memset(name128, 'u', 128);
+    name128[128] = 0;
+    memset(name250, 'v', 250);
+    name250[250] = 0;
+    tenancy_token t;
+    sg_err e;
+    sign(name127, name127, NOW + 60, tok, sizeof tok);
+    assert_int_equal(tenancy_token_verify(tok, KEY, KEYLEN, NOW, 3600, &t, &e), 0);
+    assert_string_equal(t.user, name127);
+    assert_int_equal(tenancy_token_sign(KEY, KEYLEN, name128, "t", NOW + 60, tok, sizeof tok), -1);
+    assert_int_equal(tenancy_token_sign(KEY, KEYLEN, "u", name128, NOW + 60, tok, sizeof tok), -1);
+    assert_int_equal(tenancy_token_sign(KEY, KEYLEN, name250, name250, NOW + 60, tok, sizeof tok), -1);
+    assert_int_equal(tenancy_token_sign(KEY, KEYLEN, "u", "t", -1, tok, sizeof tok), -1);
+}
+
 /* ---- rate bucket (clock injected) ---- */
 
 static void test_rate_bucket(void **state)
@@ -396,6 +420,7 @@ int main(void)
         cmocka_unit_test(test_token_good),
         cmocka_unit_test(test_token_known_vector),
         cmocka_unit_test(test_token_bad),
+        cmocka_unit_test(test_token_sign_limits),
         cmocka_unit_test(test_rate_bucket),
         cmocka_unit_test(test_action_counter),
         cmocka_unit_test(test_action_counter_threads),

@@ -67,13 +67,17 @@ static int b64url_decode(const char *in, size_t n, uint8_t *out, size_t cap)
     return (int)o;
 }
 
-static void mac_of(const uint8_t *key, size_t keylen, const char *user, const char *task,
-                   long long expiry, uint8_t mac[32])
+/* -1 when the names do not fit: HMAC must never read past msg. */
+static int mac_of(const uint8_t *key, size_t keylen, const char *user, const char *task,
+                  long long expiry, uint8_t mac[32])
 {
-    char msg[512];
+    char msg[2 * TENANCY_NAME_MAX + 64];
     int n = snprintf(msg, sizeof msg, "sandgate-user-token-v1\n%s\n%s\n%lld", user, task, expiry);
+    if (n < 0 || (size_t)n >= sizeof msg)
+        return -1;
     unsigned int len = 32;
     HMAC(EVP_sha256(), key, (int)keylen, (const uint8_t *)msg, (size_t)n, mac, &len);
+    return 0;
 }
 
 int tenancy_token_sign(const uint8_t *key, size_t keylen, const char *user, const char *task,
@@ -81,7 +85,11 @@ int tenancy_token_sign(const uint8_t *key, size_t keylen, const char *user, cons
 {
     uint8_t mac[32];
     char u[256], t[256], m[64];
-    mac_of(key, keylen, user, task, expiry, mac);
+    /* A name the verifier could not hold, or a negative expiry, would make
+     * a token that never verifies. */
+    if (strlen(user) >= TENANCY_NAME_MAX || strlen(task) >= TENANCY_NAME_MAX || expiry < 0 ||
+        mac_of(key, keylen, user, task, expiry, mac) != 0)
+        return -1;
     b64url_encode((const uint8_t *)user, strlen(user), u, sizeof u);
     b64url_encode((const uint8_t *)task, strlen(task), t, sizeof t);
     b64url_encode(mac, sizeof mac, m, sizeof m);
@@ -118,8 +126,8 @@ int tenancy_token_verify(const char *token, const uint8_t *key, size_t keylen, l
     long long expiry = strtoll(exp, &end, 10);
     if (*end || memchr(out->user, 0, (size_t)un) || memchr(out->task, 0, (size_t)tn))
         return sg_err_set(err, SG_EUNAUTH, TOKEN_MSG);
-    mac_of(key, keylen, out->user, out->task, expiry, want);
-    if (CRYPTO_memcmp(mac, want, 32) != 0)
+    if (mac_of(key, keylen, out->user, out->task, expiry, want) != 0 ||
+        CRYPTO_memcmp(mac, want, 32) != 0)
         return sg_err_set(err, SG_EUNAUTH, TOKEN_MSG);
     if (expiry <= now_s || (max_ttl_s && expiry - now_s > (long long)max_ttl_s))
         return sg_err_set(err, SG_EUNAUTH, "unauthenticated: user token expired or too long-lived");
