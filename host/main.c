@@ -17,6 +17,7 @@
 
 #include "common/daemon.h"
 #include "host/contain/contain.h"
+#include "host/files.h"
 #include "host/host.h"
 #include "rpc/health.h"
 #include "rpc/reflection.h"
@@ -205,6 +206,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
     }
+    if (host_files_start(&err) != 0) {
+        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        return 1;
+    }
     rpc_runtime_init();
     int port = 0;
     H.srv = rpc_server_create(H.cfg.threads, &err);
@@ -233,6 +238,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "sandgate-host: signal %d: shutting down\n", sig);
     rpc_health_set_serving(0);
     kill_all();
+    host_files_stop();   /* file calls in flight answer; the rest get UNAVAILABLE */
     rpc_server_shutdown(H.srv);
     host_loop_stop();
     host_egress_stop();   /* after the loop: no EGRESS can arrive any more */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "host/files.h"
 #include "host/host.h"
 #include "rpc/health.h"
 
@@ -252,38 +253,21 @@ static void do_exec(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
         host_action_init(&e->act, c, r->max_output_bytes, r->timeout_seconds);
 }
 
+/* File calls are queued for the file workers (file_jobs.c), which answer
+ * them: the workspace is the sandbox's to shape (a FIFO, a huge file), so
+ * its I/O never runs here, under H.mu, on a gRPC thread. */
 static void do_write_file(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
 {
-    const Sandgate__V1__WriteFileRequest *r = (const Sandgate__V1__WriteFileRequest *)m;
     sg_err err;
-    if (host_file_write(sb, r->path, r->data.data, r->data.len, r->mode, &err) != 0) {
+    if (host_files_submit_write(sb, c, (Sandgate__V1__WriteFileRequest *)m, &err) != 0)
         rpc_call_fail(c, &err);
-        return;
-    }
-    Sandgate__V1__WriteFileResponse out;
-    sandgate__v1__write_file_response__init(&out);
-    out.bytes_written = r->data.len;
-    rpc_call_reply(c, &out.base);
-    sb->last_active_ms = host_wall_ms();
 }
 
 static void do_read_file(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
 {
-    const Sandgate__V1__ReadFileRequest *r = (const Sandgate__V1__ReadFileRequest *)m;
     sg_err err;
-    uint8_t *data = NULL;
-    size_t len = 0;
-    if (host_file_read(sb, r->path, sb->limits.max_file_bytes, &data, &len, &err) != 0) {
+    if (host_files_submit_read(sb, c, (const Sandgate__V1__ReadFileRequest *)m, &err) != 0)
         rpc_call_fail(c, &err);
-        return;
-    }
-    Sandgate__V1__ReadFileResponse out;
-    sandgate__v1__read_file_response__init(&out);
-    out.data.data = data;
-    out.data.len = len;
-    rpc_call_reply(c, &out.base);
-    sb->last_active_ms = host_wall_ms();
-    free(data);
 }
 
 static const sandbox_op sandbox_ops[] = {
