@@ -38,8 +38,8 @@ PARTS = ("hash('x')", "libc printf", "id(sys) (heap)", "stack")
 def host_config(extra):
     with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
         cfg = f.read()
-    # The template is the file's last block: drop its pool line, add ours.
-    cfg = re.sub(r"^ +pool:.*\n", "", cfg, flags=re.M).rstrip("\n") + "\n"
+    # The template is the file's last block: drop its pool and rotate_* lines, add ours.
+    cfg = re.sub(r"^ +(pool|rotate_forks|rotate_after):.*\n", "", cfg, flags=re.M).rstrip("\n") + "\n"
     cfg += "".join("    %s\n" % line for line in extra)
     fd, path = tempfile.mkstemp(prefix="sgrot.", suffix=".yaml")
     with os.fdopen(fd, "w") as f:
