@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "gateway/request.h"
+#include "gateway/rules.h"
 #include "policy/query.h"
 #include "policy/secret.h"
 #include "rpc/health.h"
@@ -302,6 +303,12 @@ static void on_create(rpc_call *c, void *data)
     sg_err e;
     if (tenancy_check_name("task_id", req->task_id, 1, &e) != 0 ||
         tenancy_check_name("template", req->template_, 1, &e) != 0) {
+        gw_req_fail(r, &e);
+        return;
+    }
+    policy_limits lim;
+    if (policy_tenant_limits(r->pol, r->id.tenant, &lim) == 0 &&
+        gw_check_env(req, lim.env_bytes, lim.env_entries, &e) != 0) {
         gw_req_fail(r, &e);
         return;
     }
