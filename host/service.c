@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "host/host.h"
 #include "rpc/health.h"
@@ -28,12 +29,34 @@ static void fail(rpc_call *c, int code, const char *msg)
     rpc_call_fail(c, &e);
 }
 
+/* NOT_FOUND for an id not in the table. An id this host's earlier life was
+ * running when it ended (journal.c) says so: reason SANDBOX_LOST, with its
+ * owner in the metadata, since only the gateway can tell whether the caller
+ * may hear it (it answers anyone else exactly as for an unknown id). */
+static void not_found(rpc_call *c, const char *id)
+{
+    host_lost l;
+    if (host_journal_lost(id, &l) != 0) {
+        fail(c, SG_ENOTFOUND, "no such sandbox");
+        return;
+    }
+    char at[32] = "";
+    time_t t = (time_t)(l.lost_ms / 1000);
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+        strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    rpc_kv md[] = {{"sandbox_id", id},  {"tenant_id", l.tenant}, {"user_id", l.user},
+                   {"task_id", l.task}, {"lost_at", at}};
+    rpc_call_fail_info(c, GRPC_STATUS_NOT_FOUND, "sandbox lost: its host restarted",
+                       "SANDBOX_LOST", md, sizeof md / sizeof md[0]);
+}
+
 /* Look up a running sandbox with H.mu held; answers NOT_FOUND itself. */
 static host_sandbox *lookup(rpc_call *c, const char *id)
 {
     host_sandbox *sb = host_sandbox_find(id);
     if (!sb || sb->state == SB_KILLING) {
-        fail(c, SG_ENOTFOUND, "no such sandbox");
+        not_found(c, id);
         return NULL;
     }
     if (sb->state != SB_RUNNING) {
@@ -78,7 +101,7 @@ static void on_get(rpc_call *c, void *d)
     if (sb && sb->state != SB_KILLING)
         reply_sandbox(c, sb);
     else
-        fail(c, SG_ENOTFOUND, "no such sandbox");
+        not_found(c, r->sandbox_id);
     pthread_mutex_unlock(&H.mu);
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
@@ -127,7 +150,7 @@ static void on_kill(rpc_call *c, void *d)
     if (sb)
         host_sandbox_kill(sb, c);   /* answered once the cgroup is empty */
     else
-        fail(c, SG_ENOTFOUND, "no such sandbox");
+        not_found(c, r->sandbox_id);
     pthread_mutex_unlock(&H.mu);
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
