@@ -10,6 +10,11 @@
 #include "common/daemon.h"
 #include "gateway/gw.h"
 #include "rpc/health.h"
+#include "rpc/reflection.h"
+
+/* The public API's descriptors, embedded at build time (CMakeLists.txt). */
+extern const unsigned char sg_gateway_descriptor_set[];
+extern const size_t sg_gateway_descriptor_set_len;
 
 gw_state G;
 
@@ -105,7 +110,10 @@ int main(int argc, char **argv)
     }
     int port = 0;
     G.srv = rpc_server_create(G.cfg.threads, &err);
-    if (!G.srv || gw_hosts_connect(&err) != 0 || gw_service_register(G.srv, &err) != 0 ||
+    if (!G.srv || gw_hosts_connect(&err) != 0 || gw_health_start(&err) != 0 ||
+        gw_service_register(G.srv, &err) != 0 ||
+        rpc_reflection_register(G.srv, sg_gateway_descriptor_set, sg_gateway_descriptor_set_len,
+                                &err) != 0 ||
         rpc_server_listen(G.srv, listen ? listen : G.cfg.listen, creds, &port, &err) != 0 ||
         rpc_server_start(G.srv, &err) != 0) {
         fprintf(stderr, "sandgate: %s\n", err.msg);
@@ -123,6 +131,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "sandgate: signal %d: shutting down\n", sig);
     rpc_health_set_serving(0);
     rpc_server_destroy(G.srv);
+    gw_health_stop();
     for (size_t i = 0; i < G.n_hosts; i++)
         grpc_channel_destroy(G.hosts[i].channel);
     grpc_shutdown();

@@ -1,21 +1,53 @@
 /* reload.c — the live policy: loaded in full and validated, then swapped
  * with one pointer store; a call holds a ref to the policy it started
  * with. An invalid file is logged and rejected, and the old policy stays
- * live (keep-last-good). SIGHUP and a one-second mtime/size watch trigger a
- * reload. */
+ * live (keep-last-good).
+ *
+ * What triggers a reload (the watch thread; docs/policy.md "Shipping a
+ * policy"):
+ *   - SIGHUP, always;
+ *   - inotify on the policy's directory (and on its target's, when the path
+ *     is a symlink elsewhere): IN_CLOSE_WRITE (a writer closed the file),
+ *     IN_MOVED_TO / IN_CREATE / IN_DELETE (a rename over it, or a symlink
+ *     swap such as a Kubernetes ConfigMap's `..data`). IN_MODIFY is ignored
+ *     on purpose: a file written in place in two chunks is a valid YAML
+ *     prefix after the first, and loading that prefix once cut a tenant off.
+ * A burst of events is debounced (RELOAD_QUIET_MS without a new one), then
+ * the file is read until two reads RELOAD_REREAD_MS apart are
+ * byte-identical, and only those bytes are validated and swapped in.
+ * Without inotify (it failed to start) a 1 s stat poll stands in: it reloads
+ * once the file's stat stood still for a whole period, then re-reads the
+ * same way. The thread never holds live_mu while it
+ * reads or parses, so serving threads never wait for it. */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "gateway/gw.h"
+#include "policy/lint.h"
+
+#define RELOAD_QUIET_MS 150     /* no event for this long ends a burst */
+#define RELOAD_REREAD_MS 50     /* gap between the reads that must agree */
+#define RELOAD_READS_MAX 40     /* then give up on this round (about 2 s) */
+#define RELOAD_POLL_MS 1000     /* the stat poll without inotify */
+#define RELOAD_WATCH_MASK (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF)
 
 static policy *live;
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 static const char *live_path;
-static struct stat live_stat;
+/* Watch thread only: sha256 of the bytes last tried (loaded or rejected),
+ * so an unrelated event in the directory does not reload the same bytes. */
+static char tried_hash[65];
 
 policy *gw_policy_acquire(void)
 {
@@ -25,63 +57,219 @@ policy *gw_policy_acquire(void)
     return p;
 }
 
-static int load(const char *path, policy **out)
+static void log_errors(policy_errors *errs)
 {
-    policy_errors errs = {0};
-    int rc = policy_load_file(path, out, &errs);
-    for (size_t i = 0; i < errs.n; i++)
-        fprintf(stderr, "sandgate: policy: %s\n", errs.items[i]);
-    policy_errors_cleanup(&errs);
-    return rc;
+    for (size_t i = 0; i < errs->n; i++)
+        fprintf(stderr, "sandgate: policy: %s\n", errs->items[i]);
+    policy_errors_cleanup(errs);
 }
 
 int gw_policy_load_initial(const char *path, sg_err *err)
 {
     live_path = path;
-    stat(path, &live_stat);
-    if (load(path, &live) != 0)
+    char *buf = NULL;
+    size_t len = 0;
+    sg_err rerr;
+    if (policy_read_file(path, &buf, &len, &rerr) != 0) {
+        fprintf(stderr, "sandgate: policy: %s\n", rerr.msg);
+        return sg_err_set(err, SG_EINVAL, "policy %s cannot be read (above); not starting", path);
+    }
+    policy_errors errs = {0};
+    int rc = policy_load_buffer(path, buf, len, &live, &errs);
+    policy_hash_key(buf, len, tried_hash);
+    free(buf);
+    log_errors(&errs);
+    if (rc != 0)
         return sg_err_set(err, SG_EINVAL, "policy %s has errors (above); not starting", path);
     fprintf(stderr, "sandgate: policy %s loaded, sha256 %s\n", path, policy_hash(live));
     return 0;
 }
 
-int gw_policy_reload(void)
+static void sleep_ms(int ms)
 {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* The file's bytes once two reads RELOAD_REREAD_MS apart agree: a writer
+ * still at it changes them between the reads. NULL when they never settle
+ * (logged) or the file cannot be read (logged; e.g. mid-rename). */
+static char *read_settled(size_t *len)
+{
+    char *prev = NULL;
+    size_t prev_len = 0;
+    sg_err err = {0};
+    for (int i = 0; i < RELOAD_READS_MAX; i++) {
+        char *cur;
+        size_t cur_len;
+        if (policy_read_file(live_path, &cur, &cur_len, &err) != 0) {
+            free(prev);
+            prev = NULL;   /* a swap in progress: start over */
+        } else if (prev && cur_len == prev_len && memcmp(cur, prev, cur_len) == 0) {
+            free(prev);
+            *len = cur_len;
+            return cur;
+        } else {
+            free(prev);
+            prev = cur;
+            prev_len = cur_len;
+        }
+        sleep_ms(RELOAD_REREAD_MS);
+    }
+    free(prev);
+    if (err.msg[0])
+        fprintf(stderr, "sandgate: policy: %s; keeping sha256 %s\n", err.msg,
+                policy_hash(live));
+    else
+        fprintf(stderr, "sandgate: policy %s kept changing for %d ms; not reloaded, "
+                        "keeping sha256 %s\n", live_path, RELOAD_READS_MAX * RELOAD_REREAD_MS,
+                policy_hash(live));
+    return NULL;
+}
+
+/* Validate bytes in full and swap them in. force: even when they are the
+ * bytes tried last (SIGHUP asks for it). */
+static int reload_bytes(const char *buf, size_t len, int force)
+{
+    char h[65];
+    policy_hash_key(buf, len, h);
+    if (!force && strcmp(h, tried_hash) == 0)
+        return 0;
+    memcpy(tried_hash, h, sizeof h);
     policy *p = NULL;
-    struct stat st;
-    stat(live_path, &st);
-    if (load(live_path, &p) != 0) {
-        pthread_mutex_lock(&live_mu);
-        live_stat = st;   /* don't retry the same bad file every second */
-        fprintf(stderr, "sandgate: policy reload rejected; keeping sha256 %s\n", policy_hash(live));
-        pthread_mutex_unlock(&live_mu);
+    policy_errors errs = {0};
+    int rc = policy_load_buffer(live_path, buf, len, &p, &errs);
+    log_errors(&errs);
+    if (rc != 0) {
+        fprintf(stderr, "sandgate: policy reload rejected; keeping sha256 %s\n",
+                policy_hash(live));
         return -1;
     }
     pthread_mutex_lock(&live_mu);
     policy *old = live;
     live = p;
-    live_stat = st;
     pthread_mutex_unlock(&live_mu);
     fprintf(stderr, "sandgate: policy reloaded, sha256 %s\n", policy_hash(p));
     policy_unref(old);   /* calls in flight keep their own refs */
     return 0;
 }
 
+static int reload(int force)
+{
+    size_t len = 0;
+    char *buf = read_settled(&len);
+    if (!buf)
+        return -1;
+    int rc = reload_bytes(buf, len, force);
+    free(buf);
+    return rc;
+}
+
+int gw_policy_reload(void)
+{
+    return reload(1);
+}
+
+/* (Re)add the watches: the path's directory, and its target's when the path
+ * is a symlink into another one. Adding a watched directory again is a
+ * no-op; a removed directory's watch goes by itself (IN_IGNORED). */
+static int add_watches(int in)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    snprintf(a, sizeof a, "%s", live_path);
+    int n = inotify_add_watch(in, dirname(a), RELOAD_WATCH_MASK) >= 0;
+    if (realpath(live_path, b)) {
+        char *d = dirname(b);
+        snprintf(a, sizeof a, "%s", live_path);
+        if (strcmp(d, dirname(a)) != 0)
+            n += inotify_add_watch(in, d, RELOAD_WATCH_MASK) >= 0;
+    }
+    return n;
+}
+
+/* Drain what inotify has; 1 if any event is one we reload on. */
+static int drain(int in)
+{
+    char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+    int hit = 0;
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        for (char *p = buf; p < buf + n;) {
+            struct inotify_event *e = (struct inotify_event *)p;
+            hit |= (e->mask & (RELOAD_WATCH_MASK | IN_Q_OVERFLOW)) != 0;
+            p += sizeof *e + e->len;
+        }
+    return hit;
+}
+
+static int stat_changed(struct stat *last)
+{
+    struct stat st;
+    if (stat(live_path, &st) != 0)
+        return 0;
+    int changed = st.st_mtim.tv_sec != last->st_mtim.tv_sec ||
+                  st.st_mtim.tv_nsec != last->st_mtim.tv_nsec || st.st_size != last->st_size ||
+                  st.st_ino != last->st_ino;
+    *last = st;
+    return changed;
+}
+
 static void *watch_main(void *arg)
 {
+    (void)arg;
     sigset_t hup;
     sigemptyset(&hup);
     sigaddset(&hup, SIGHUP);
+    int sfd = signalfd(-1, &hup, SFD_CLOEXEC | SFD_NONBLOCK);
+    int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (in >= 0 && add_watches(in) == 0) {
+        close(in);
+        in = -1;
+    }
+    if (in < 0)
+        fprintf(stderr, "sandgate: policy: no inotify watch on %s (%s); polling it every "
+                        "%d ms\n", live_path, strerror(errno), RELOAD_POLL_MS);
+    struct stat last = {0};
+    stat(live_path, &last);
+    int pending = 0;   /* a change seen, waiting for RELOAD_QUIET_MS of quiet */
     for (;;) {
-        struct timespec ts = {1, 0};
-        int sig = sigtimedwait(&hup, NULL, &ts);
-        struct stat st;
-        int changed = stat(live_path, &st) == 0 &&
-                      (st.st_mtim.tv_sec != live_stat.st_mtim.tv_sec ||
-                       st.st_mtim.tv_nsec != live_stat.st_mtim.tv_nsec ||
-                       st.st_size != live_stat.st_size || st.st_ino != live_stat.st_ino);
-        if (sig == SIGHUP || changed)
+        struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN}, {.fd = in, .events = POLLIN}};
+        int timeout = in < 0 ? RELOAD_POLL_MS : pending ? RELOAD_QUIET_MS : -1;
+        int r = poll(pf, 2, timeout);
+        if (r < 0 && errno != EINTR) {
+            sleep_ms(RELOAD_POLL_MS);   /* never spin */
+            continue;
+        }
+        if (r > 0 && (pf[0].revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == sizeof si)
+                ;
             gw_policy_reload();
+            pending = 0;
+            stat(live_path, &last);
+            if (in >= 0)
+                drain(in), add_watches(in);
+            continue;
+        }
+        if (r > 0 && in >= 0 && (pf[1].revents & POLLIN)) {
+            pending |= drain(in);
+            continue;   /* the quiet period starts again */
+        }
+        if (in < 0) {   /* the poll: reload once the file stood still for a whole period */
+            if (stat_changed(&last))
+                pending = 1;
+            else if (pending) {
+                pending = 0;
+                reload(0);
+            }
+            continue;
+        }
+        if (r == 0 && pending) {
+            pending = 0;
+            reload(0);
+            add_watches(in);   /* a new symlink target's directory */
+        }
     }
     return NULL;
 }

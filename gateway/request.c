@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "gateway/request.h"
+#include "gateway/rules.h"
 #include "policy/query.h"
 #include "policy/secret.h"
 
@@ -150,6 +151,18 @@ gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const cha
         gw_req_free(r);
         return NULL;
     }
+    /* Every string field, on the wire bytes (a NUL would be cut by the
+     * decoder), before anything reads the message. */
+    const rpc_rules *rules = gw_rules_for(d);
+    if (!rules) {
+        sg_err_set(&err, SG_EINTERNAL, "no field rules for %s", d->name);
+        gw_req_fail(r, &err);
+        return NULL;
+    }
+    if (rpc_validate(rules, buf, len, &err) != 0) {
+        gw_req_fail(r, &err);
+        return NULL;
+    }
     const char *user = string_field(r->msg, "user_id");
     if (tenancy_check_name("user_id", user ? user : "", 1, &err) != 0) {
         gw_req_fail(r, &err);
@@ -279,6 +292,14 @@ void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r))
         !(r->host = gw_host_by_name(host))) {
         sg_err_set(&err, SG_ENOTFOUND, TENANCY_NOT_FOUND_MSG);
         gw_req_fail(r, &err);
+        return;
+    }
+    /* A host the health checker sees down answers at once, before anything
+     * about the id is looked at: the same HOST_UNAVAILABLE for every id and
+     * caller, and no call waits on a stopped host for its deadline. */
+    if (!gw_host_serving(r->host)) {
+        gw_fail_host_unavailable(r->in);
+        gw_req_free(r);
         return;
     }
     /* The cache only ever proves ownership. A caller it names as someone

@@ -24,7 +24,8 @@ build=${SANDGATE_BUILD:-$repo/build}
 run=${SANDGATE_RUN_DIR:-$here/run}
 gw_port=${SANDGATE_PORT:-7443}
 host_port=${SANDGATE_HOST_PORT:-7444}
-policy=$(realpath "${SANDGATE_POLICY:-$here/policy.yaml}")
+# -s: a symlinked policy (a ConfigMap mount) stays the path the gateway watches
+policy=$(realpath -s "${SANDGATE_POLICY:-$here/policy.yaml}")
 host_config=$(realpath "${SANDGATE_HOST_CONFIG:-$here/host.yaml}")
 
 if [ -n "${SANDGATE_HOST_NAME:-}" ]; then host_name=$SANDGATE_HOST_NAME

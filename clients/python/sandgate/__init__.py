@@ -1,26 +1,42 @@
-"""sandgate — Python client for the sandgate gateway (sandgate.v1.Sandboxes).
+"""sandgate — Python client for the sandgate gateway (sandgate.v1.Sandboxes):
+isolated, policy-checked sandboxes for AI agents' code.
 
-    from sandgate import Client, Sandbox
+    from sandgate import Sandbox
 
-    client = Client("127.0.0.1:7443", api_key="...")
-    with Sandbox.create(template="code-interpreter", task_id="t1", user_id="u1",
-                        client=client) as sb:
-        ex = sb.run_code("x = 21 * 2\\nx", timeout_seconds=30)
-        print(ex.text, ex.logs["stdout"])
+    with Sandbox.create(template="code-interpreter", user_id="u1", task_id="t1") as sb:
+        ex = sb.run_code("import math\\nmath.sqrt(2)", timeout=30)
+        print(ex.text, ex.logs.stdout, ex.error)
+        print(sb.commands.run("ls -la").stdout)
+        sb.files.write("data.csv", "a,b\\n1,2\\n")
 
-Needs the stubs made by clients/python/gen.sh (in $SANDGATE_PY_STUBS or in
-sandgate/_gen/); they are loaded on first use.
+Connection settings come from arguments (addr=, api_key=, tls=, ...; or a
+shared client=Client(...)) or from $SANDGATE_ADDR, $SANDGATE_API_KEY,
+$SANDGATE_USER and the TLS variables (config.py). AsyncSandbox is the
+asyncio twin. Failed calls raise SandgateError subclasses (errors.py);
+sandgate.smolagents has a code executor for smolagents' CodeAgent.
 """
+from .aio import AsyncClient, AsyncCodeContext, AsyncSandbox
 from .client import Client
-from .errors import (AuthenticationError, DeadlineExceededError, InvalidArgumentError,
-                     NotFoundError, PermissionDeniedError, QuotaExceededError, SandgateError,
-                     UnavailableError)
-from .execution import End, ExecResult, Execution, ExecutionError, ExitInfo, Result
-from .sandbox import CodeContext, Sandbox
+from .config import ConnectionConfig
+from .errors import (AuthenticationError, Cancelled, DeadlineExceededError, HostUnavailable,
+                     InvalidArgument, InvalidArgumentError, NotFound, NotFoundError,
+                     PermissionDenied, PermissionDeniedError, PolicyDenied, QuotaExceeded,
+                     QuotaExceededError, SandboxLost, SandboxNotFound, SandgateError, Timeout,
+                     Unauthenticated, Unavailable, UnavailableError)
+from .execution import (CommandResult, End, Execution, ExecutionError, Logs, Result, SandboxInfo,
+                        SandboxList)
+from .sandbox import CodeContext, Commands, Files, Sandbox
+
+__version__ = "0.2.0"
 
 __all__ = [
-    "Client", "Sandbox", "CodeContext", "Execution", "ExecResult", "ExecutionError", "ExitInfo",
-    "End", "Result", "SandgateError", "AuthenticationError", "NotFoundError",
-    "PermissionDeniedError", "QuotaExceededError", "InvalidArgumentError",
-    "DeadlineExceededError", "UnavailableError",
+    "Sandbox", "AsyncSandbox", "CodeContext", "AsyncCodeContext", "Commands", "Files",
+    "Client", "AsyncClient", "ConnectionConfig",
+    "Execution", "Logs", "Result", "ExecutionError", "End", "CommandResult", "SandboxInfo",
+    "SandboxList",
+    "SandgateError", "Unauthenticated", "PermissionDenied", "PolicyDenied", "NotFound",
+    "SandboxNotFound", "SandboxLost", "QuotaExceeded", "InvalidArgument", "Timeout",
+    "Unavailable", "HostUnavailable", "Cancelled",
+    "AuthenticationError", "PermissionDeniedError", "NotFoundError", "QuotaExceededError",
+    "InvalidArgumentError", "DeadlineExceededError", "UnavailableError",
 ]

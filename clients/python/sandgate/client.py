@@ -1,68 +1,70 @@
-"""Client: one gRPC channel to a sandgate gateway and the tenant's API key.
-It owns the channel and turns every failed call into a SandgateError; the
-sandbox-level API (Sandbox, CodeContext) lives in sandbox.py.
+"""Client: one gRPC channel to a sandgate gateway and the tenant's
+credentials (see config.py). It owns the channel and turns every failed call
+into a SandgateError; the sandbox API (Sandbox, ...) lives in sandbox.py.
 
-A Client is thread-safe and meant to be shared by all the sandboxes of one
-agent service. Defaults come from $SANDGATE_ADDR and $SANDGATE_API_KEY.
+A Client is thread-safe; share one among all the sandboxes of an agent
+service. Sandbox.create(...) without client= makes a private one and closes
+it with the sandbox.
 """
-import os
+from typing import Any, Iterator, Optional
 
 import grpc
 
-from . import _stubs
+from . import _rpc
+from .config import ConnectionConfig
 from .errors import from_rpc_error
-
-_MB = 1024 * 1024
 
 
 class Client:
     """Connection to the gateway.
 
-    addr          "host:port" (default $SANDGATE_ADDR, else 127.0.0.1:7443)
-    api_key       tenant API key, sent as `authorization: Bearer <key>`
-                  (default $SANDGATE_API_KEY)
-    secure        use TLS (root_certificates: PEM bytes, None = system roots)
-    timeout       default deadline in seconds for unary calls
+    Args:
+        addr: "host:port" (default $SANDGATE_ADDR, else 127.0.0.1:7443).
+        api_key: tenant API key (default $SANDGATE_API_KEY).
+        user_id: default end-user id (default $SANDGATE_USER).
+        tls, root_certificates, client_cert, client_key, server_name: TLS and
+            mTLS (PEM bytes or file paths); see ConnectionConfig.
+        timeout: default deadline for unary calls, in seconds.
     """
 
-    def __init__(self, addr=None, api_key=None, *, secure=False, root_certificates=None,
-                 timeout=30.0, options=None):
-        self.addr = addr or os.environ.get("SANDGATE_ADDR") or "127.0.0.1:7443"
-        key = api_key if api_key is not None else os.environ.get("SANDGATE_API_KEY")
-        if not key:
-            raise ValueError("sandgate.Client: no api_key (pass one or set SANDGATE_API_KEY)")
-        self._metadata = (("authorization", "Bearer " + key),)
-        self.timeout = timeout
-        opts = [("grpc.max_receive_message_length", 64 * _MB),
-                ("grpc.max_send_message_length", 64 * _MB)]
-        opts.extend(options or ())
-        if secure:
-            creds = grpc.ssl_channel_credentials(root_certificates=root_certificates)
-            self._channel = grpc.secure_channel(self.addr, creds, options=opts)
-        else:
+    def __init__(self, addr: Optional[str] = None, api_key: Optional[str] = None, *,
+                 config: Optional[ConnectionConfig] = None, **kw: Any):
+        if config is None:
+            config = ConnectionConfig(addr=addr, api_key=api_key, **kw)
+        elif addr or api_key or kw:
+            raise TypeError("sandgate.Client: pass config= or keyword settings, not both")
+        self.config = config.resolve()
+        self.addr = self.config.addr
+        self.pb = _rpc.pb
+        self._metadata = self.config.metadata()
+        creds = self.config.credentials()
+        opts = self.config.channel_options()
+        if creds is None:
             self._channel = grpc.insecure_channel(self.addr, options=opts)
-        self._stub = _stubs.grpc_pb().SandboxesStub(self._channel)
-        self.pb = _stubs.pb()
+        else:
+            self._channel = grpc.secure_channel(self.addr, creds, options=opts)
+        self._calls = _rpc.bind(self._channel)
 
-    def __repr__(self):
+    @property
+    def user_id(self) -> Optional[str]:
+        return self.config.user_id
+
+    def __repr__(self) -> str:
         return "Client(%r)" % self.addr
 
-    # -- calls: each returns the reply message or raises SandgateError --------
-
-    def unary(self, method, request, timeout=None):
-        """Call a unary RPC by name, e.g. unary("GetSandbox", req)."""
-        fn = getattr(self._stub, method)
+    def unary(self, method: str, request: Any, timeout: Optional[float] = None) -> Any:
+        """Call a unary RPC by name, e.g. unary("GetSandbox", req); returns
+        the reply or raises SandgateError."""
         try:
-            return fn(request, metadata=self._metadata,
-                      timeout=self.timeout if timeout is None else timeout)
+            return self._calls[method](request, metadata=self._metadata,
+                                       timeout=self.config.timeout if timeout is None else timeout)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
-    def stream(self, method, request, timeout=None):
+    def stream(self, method: str, request: Any, timeout: Optional[float] = None) -> Iterator[Any]:
         """Iterate a server-streaming RPC by name; errors (also mid-stream)
-        raise SandgateError. Abandoning the iterator cancels the call."""
-        fn = getattr(self._stub, method)
-        call = fn(request, metadata=self._metadata, timeout=timeout)
+        raise SandgateError. Closing the iterator early cancels the call."""
+        call = self._calls[method](request, metadata=self._metadata, timeout=timeout)
         try:
             for event in call:
                 yield event
@@ -71,14 +73,12 @@ class Client:
         finally:
             call.cancel()  # no-op once the call has finished
 
-    # -- lifetime --------------------------------------------------------------
-
-    def close(self):
+    def close(self) -> None:
         self._channel.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool:
         self.close()
         return False

@@ -1,208 +1,325 @@
-"""Sandbox and CodeContext: the agent-facing API, in the style of
-`Sandbox.create(...)` / `ctx.run_code(...)`. A Sandbox is a handle on one
-remote sandbox (one per task is the right default); it owns nothing local but
-a reference to its Client. Use it as a context manager so it is killed in a
-`finally`, not left to the TTL reaper.
+"""Sandbox, CodeContext, Commands, Files: the blocking agent-facing API.
+
+    with Sandbox.create(template="code-interpreter", user_id="u1", task_id="t1") as sb:
+        ex = sb.run_code("x = 21 * 2\\nx", timeout=30)
+        print(ex.text, ex.logs.stdout)
+
+A Sandbox is a handle on one remote sandbox (one per agent task is the right
+default). Used in a `with`, it is killed in a `finally` rather than left to
+its TTL. It owns its Client only when it made one itself (no client=). The
+asyncio twin is aio.py; the requests both send are built in _requests.py.
 """
-from . import errors
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
+
+from . import _requests as rq
+from ._rpc import pb
 from .client import Client
-from .execution import ExecResult, Execution
+from .errors import SandboxNotFound, SandgateError
+from .execution import (CommandResult, ExecAccumulator, Execution, RunCodeAccumulator,
+                        SandboxInfo, SandboxList)
 
-# Extra client-side deadline on top of an action's own timeout: the server
-# enforces the timeout (and its grace period); this only bounds a stuck call.
-_DEADLINE_SLACK = 60.0
-_DEFAULT_ACTION_DEADLINE = 600.0
+OnText = Optional[Callable[[str], Any]]
 
 
-def _action_deadline(timeout_seconds):
-    if timeout_seconds:
-        return float(timeout_seconds) + _DEADLINE_SLACK
-    return _DEFAULT_ACTION_DEADLINE
+def _run(pending: Any) -> None:
+    for cb, arg in pending:
+        cb(arg)
+
+
+def _client(client: Optional[Client], conn: Mapping[str, Any]):
+    """(client, owned): the caller's, or a new one from conn / the environment."""
+    if client is not None:
+        if conn:
+            raise TypeError("sandgate: pass client= or connection settings (%s), not both"
+                            % ", ".join(sorted(conn)))
+        return client, False
+    return Client(**conn), True
 
 
 class CodeContext:
-    """A persistent Python interpreter inside a sandbox: state (variables,
-    imports) survives from one run_code to the next, like a notebook."""
+    """A persistent Python interpreter inside a sandbox: variables and
+    imports survive from one run_code to the next, like a notebook. Every
+    sandbox has a default one; create_code_context() makes more."""
 
-    def __init__(self, sandbox, context_id, language="python"):
+    def __init__(self, sandbox: "Sandbox", context_id: str, language: str = "python"):
         self.sandbox = sandbox  # borrowed
         self.context_id = context_id
+        self.id = context_id
         self.language = language
 
-    def run_code(self, code, timeout_seconds=None, **kw):
-        return self.sandbox.run_code(code, timeout_seconds=timeout_seconds, context=self, **kw)
+    def run_code(self, code: str, **kw: Any) -> Execution:
+        """sandbox.run_code(code, context=this, ...)."""
+        return self.sandbox.run_code(code, context=self, **kw)
 
-    def close(self):
-        """Contexts end with their sandbox; nothing to release remotely."""
-
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "CodeContext(%r, %s)" % (self.context_id, self.sandbox.sandbox_id)
 
 
-class Sandbox:
-    """One remote sandbox. Create with Sandbox.create(...), attach to an
-    existing one with Sandbox.connect(...)."""
+class Commands:
+    """sb.commands: shell commands in the sandbox."""
 
-    def __init__(self, client, info, user_id):
-        self.client = client        # borrowed unless _owns_client
-        self.info = info            # the last sandbox.v1.Sandbox message seen
+    def __init__(self, sandbox: "Sandbox"):
+        self._sb = sandbox
+
+    def run(self, cmd: str, timeout: Optional[float] = None, *, on_stdout: OnText = None,
+            on_stderr: OnText = None, max_output_bytes: Optional[int] = None,
+            request_timeout: Optional[float] = None) -> CommandResult:
+        """Run `/bin/sh -c cmd` in the sandbox and wait for it. A non-zero
+        exit is not an exception: look at .exit_code (and .timed_out,
+        .truncated). timeout is the command's limit in seconds (None =
+        policy default)."""
+        sb = self._sb
+        req = rq.exec_(sb.sandbox_id, sb.user_id, cmd, timeout, max_output_bytes)
+        acc = ExecAccumulator(on_stdout, on_stderr)
+        for ev in sb.client.stream("Exec", req, timeout=rq.action_deadline(timeout,
+                                                                            request_timeout)):
+            _run(acc.feed(ev))
+        res, pending = acc.finish()
+        _run(pending)
+        return res
+
+
+class Files:
+    """sb.files: the sandbox's workspace (/workspace inside; paths are
+    relative to it and may not lead out)."""
+
+    def __init__(self, sandbox: "Sandbox"):
+        self._sb = sandbox
+
+    def read(self, path: str, format: str = "text",
+             request_timeout: Optional[float] = None) -> Union[str, bytes]:
+        """The file's contents: str (format="text", UTF-8) or bytes ("bytes")."""
+        sb = self._sb
+        resp = sb.client.unary("ReadFile", rq.ref(pb.ReadFileRequest, sb.sandbox_id,
+                                                  sb.user_id, path=path),
+                               timeout=request_timeout)
+        return rq.decode_read(resp.data, format)
+
+    def write(self, path: str, data: Union[str, bytes], mode: int = 0,
+              request_timeout: Optional[float] = None) -> int:
+        """Write bytes (or str, as UTF-8), creating parent folders; returns
+        the number of bytes written. mode 0 = 0644."""
+        sb = self._sb
+        resp = sb.client.unary("WriteFile", rq.write(sb.sandbox_id, sb.user_id, path, data, mode),
+                               timeout=request_timeout)
+        return int(resp.bytes_written)
+
+
+class Sandbox:
+    """One remote sandbox. Make one with Sandbox.create(...), attach to an
+    existing one with Sandbox.connect(...).
+
+    Attributes:
+        sandbox_id: the id (also .id).
+        user_id: the end user every call is made for.
+        client: the Client it calls through.
+        commands: Commands (sb.commands.run(...)).
+        files: Files (sb.files.read/write).
+    """
+
+    def __init__(self, client: Client, info: Any, user_id: str, owns_client: bool = False):
+        self.client = client          # owned iff _owns_client
+        self._info = info             # the last sandgate.v1.Sandbox message seen
         self.user_id = user_id
-        self._owns_client = False
+        self._owns_client = owns_client
         self._killed = False
+        self.commands = Commands(self)
+        self.files = Files(self)
 
     # -- lifecycle -------------------------------------------------------------
 
     @classmethod
-    def create(cls, template="code-interpreter", task_id="", user_id="", ttl_seconds=0,
-               env=None, egress=(), secrets=(), user_token="", client=None, timeout=None):
-        """Create a sandbox for (user_id, task_id). env is the sandbox's whole
-        environment; egress is [(host, port)] the task needs (denied unless
-        the policy grants it); secrets names credentials the task needs.
-        Without client=, a Client is made from $SANDGATE_ADDR/$SANDGATE_API_KEY
-        and closed with the sandbox."""
-        owns = client is None
-        if owns:
-            client = Client()
-        pb = client.pb
-        req = pb.CreateSandboxRequest(template=template, user_id=user_id, task_id=task_id,
-                                      ttl_seconds=int(ttl_seconds or 0),
-                                      secrets=list(secrets), user_token=user_token)
-        req.env.update(env or {})
-        for target in egress:
-            host, port = (target, 0) if isinstance(target, str) else target
-            req.egress.add(host=host, port=int(port))
+    def create(cls, template: str = "code-interpreter", *, user_id: Optional[str] = None,
+               task_id: str = "", ttl_seconds: Optional[float] = None,
+               env: Optional[Mapping[str, str]] = None, egress: rq.Egress = (),
+               secrets: Iterable[str] = (), user_token: str = "", client: Optional[Client] = None,
+               request_timeout: Optional[float] = None, **conn: Any) -> "Sandbox":
+        """Create the sandbox of (user_id, task_id); creating again for the
+        same task returns the same sandbox.
+
+        Args:
+            template: the sandbox template the policy allows.
+            user_id: the end user (default: the client's, $SANDGATE_USER).
+            task_id: the agent task this sandbox belongs to.
+            ttl_seconds: lifetime (None = policy default; capped by policy).
+            env: the sandbox's whole environment (plus granted secrets).
+            egress: network the task needs: "host", (host, port) or
+                {"host":, "port":}; denied unless the policy grants it.
+            secrets: names of credentials the task needs.
+            user_token: signed end-user token, where the tenant requires one.
+            client: a shared Client; without it one is made from **conn
+                (addr=, api_key=, tls=, ...; see ConnectionConfig) and the
+                environment, and closed with the sandbox.
+
+        Raises PolicyDenied (with .rule), QuotaExceeded, Unauthenticated,
+        InvalidArgument, ... (see errors.py).
+        """
+        c, owns = _client(client, conn)
         try:
-            info = client.unary("CreateSandbox", req, timeout=timeout)
+            u = rq.user(user_id, c.user_id)
+            info = c.unary("CreateSandbox", rq.create(template, u, task_id, ttl_seconds, env,
+                                                      egress, secrets, user_token),
+                           timeout=request_timeout)
         except BaseException:
             if owns:
-                client.close()
+                c.close()
             raise
-        sb = cls(client, info, user_id)
-        sb._owns_client = owns
-        return sb
+        return cls(c, info, u, owns)
 
     @classmethod
-    def connect(cls, sandbox_id, user_id, client):
-        """Attach to an existing sandbox (GetSandbox checks ownership)."""
-        info = client.unary("GetSandbox",
-                            client.pb.GetSandboxRequest(sandbox_id=sandbox_id, user_id=user_id))
-        return cls(client, info, user_id)
+    def connect(cls, sandbox_id: str, *, user_id: Optional[str] = None,
+                client: Optional[Client] = None, **conn: Any) -> "Sandbox":
+        """Attach to an existing sandbox of this tenant and user. Raises
+        SandboxNotFound if there is none (or it is another tenant's)."""
+        c, owns = _client(client, conn)
+        try:
+            u = rq.user(user_id, c.user_id)
+            info = c.unary("GetSandbox", rq.ref(pb.GetSandboxRequest, sandbox_id, u))
+        except BaseException:
+            if owns:
+                c.close()
+            raise
+        return cls(c, info, u, owns)
 
     @staticmethod
-    def list(user_id, client, timeout=None):
-        """The caller's own sandboxes (sandbox.v1.Sandbox messages)."""
-        resp = client.unary("ListSandboxes", client.pb.ListSandboxesRequest(user_id=user_id),
-                            timeout=timeout)
-        return list(resp.sandboxes)
+    def list(*, user_id: Optional[str] = None, client: Optional[Client] = None,
+             request_timeout: Optional[float] = None, **conn: Any) -> SandboxList:
+        """The caller's own sandboxes for this user, as SandboxInfo; see
+        SandboxList.unreachable_hosts for an answer that may be partial."""
+        c, owns = _client(client, conn)
+        try:
+            resp = c.unary("ListSandboxes",
+                           pb.ListSandboxesRequest(user_id=rq.user(user_id, c.user_id)),
+                           timeout=request_timeout)
+        finally:
+            if owns:
+                c.close()
+        boxes, unreachable = rq.list_answer(resp)
+        return SandboxList([SandboxInfo.from_pb(m) for m in boxes], unreachable)
 
     @property
-    def sandbox_id(self):
-        return self.info.sandbox_id
+    def sandbox_id(self) -> str:
+        return self._info.sandbox_id
 
-    def refresh(self):
-        self.info = self.client.unary(
-            "GetSandbox",
-            self.client.pb.GetSandboxRequest(sandbox_id=self.sandbox_id, user_id=self.user_id))
+    @property
+    def id(self) -> str:
+        return self._info.sandbox_id
+
+    @property
+    def info(self) -> SandboxInfo:
+        """What the gateway last said about this sandbox (get_info() asks again)."""
+        return SandboxInfo.from_pb(self._info)
+
+    def get_info(self, request_timeout: Optional[float] = None) -> SandboxInfo:
+        """Ask the gateway again (raises SandboxNotFound once it is gone)."""
+        self._info = self.client.unary(
+            "GetSandbox", rq.ref(pb.GetSandboxRequest, self.sandbox_id, self.user_id),
+            timeout=request_timeout)
         return self.info
 
-    def extend(self, ttl_seconds):
-        """New lifetime from now (capped by policy)."""
-        self.info = self.client.unary(
-            "ExtendSandbox",
-            self.client.pb.ExtendSandboxRequest(sandbox_id=self.sandbox_id, user_id=self.user_id,
-                                                ttl_seconds=int(ttl_seconds)))
+    refresh = get_info
+
+    def is_running(self) -> bool:
+        """True while the sandbox exists and runs."""
+        try:
+            return self.get_info().state == "running"
+        except SandboxNotFound:
+            return False
+
+    def set_timeout(self, seconds: float, request_timeout: Optional[float] = None) -> SandboxInfo:
+        """New lifetime: `seconds` from now (capped by policy)."""
+        self._info = self.client.unary("ExtendSandbox",
+                                       rq.extend(self.sandbox_id, self.user_id, seconds),
+                                       timeout=request_timeout)
         return self.info
 
-    def kill(self):
-        """Kill the sandbox and everything in it. Raises NotFoundError if it is
-        already gone (killed, or expired)."""
+    extend = set_timeout
+
+    def kill(self, request_timeout: Optional[float] = None) -> bool:
+        """Kill the sandbox and everything in it. True if this call killed
+        it, False if it was already gone (killed, expired). A client this
+        sandbox made itself is closed afterwards."""
         try:
             self.client.unary("KillSandbox",
-                              self.client.pb.KillSandboxRequest(sandbox_id=self.sandbox_id,
-                                                                user_id=self.user_id))
-            self._killed = True
+                              rq.ref(pb.KillSandboxRequest, self.sandbox_id, self.user_id),
+                              timeout=request_timeout)
+            return True
+        except SandboxNotFound:
+            return False
         finally:
-            if self._owns_client:
-                self.client.close()
-                self._owns_client = False
+            self._killed = True
+            self.close()
 
-    def __enter__(self):
+    def close(self) -> None:
+        """Release the connection this sandbox made itself (without killing
+        the sandbox; connect() to it again later)."""
+        if self._owns_client:
+            self._owns_client = False
+            self.client.close()
+
+    def __enter__(self) -> "Sandbox":
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         if self._killed:
             return False
         try:
             self.kill()
-        except errors.NotFoundError:
-            pass  # already gone (TTL): nothing left to clean up
-        except errors.SandgateError:
+        except SandgateError:
             if exc_type is None:
-                raise  # otherwise keep the exception that is already unwinding
+                raise  # otherwise keep the exception already unwinding
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Sandbox(%r, user=%r, task=%r)" % (self.sandbox_id, self.user_id,
-                                                   self.info.task_id)
+                                                   self._info.task_id)
 
     # -- code ------------------------------------------------------------------
 
-    def create_code_context(self, language="python"):
+    def create_code_context(self, language: str = "python",
+                            request_timeout: Optional[float] = None) -> CodeContext:
         """A new persistent interpreter, separate from the default one."""
         ctx = self.client.unary(
-            "CreateContext",
-            self.client.pb.CreateContextRequest(sandbox_id=self.sandbox_id,
-                                                user_id=self.user_id, language=language))
+            "CreateContext", rq.ref(pb.CreateContextRequest, self.sandbox_id, self.user_id,
+                                    language=language), timeout=request_timeout)
         return CodeContext(self, ctx.context_id, ctx.language or language)
 
-    def run_code(self, code, timeout_seconds=None, context=None, max_output_bytes=0,
-                 on_stdout=None, on_stderr=None, on_result=None, on_error=None,
-                 request_timeout=None):
-        """Run Python in a context (None = the sandbox's default one).
+    def run_code(self, code: str, *, context: Union[CodeContext, str, None] = None,
+                 timeout: Optional[float] = None, on_stdout: OnText = None,
+                 on_stderr: OnText = None, on_result: Optional[Callable[[Any], Any]] = None,
+                 on_error: Optional[Callable[[Any], Any]] = None,
+                 max_output_bytes: Optional[int] = None, request_timeout: Optional[float] = None,
+                 timeout_seconds: Optional[float] = None) -> Execution:
+        """Run Python in a context (None = the sandbox's default one) and
+        return its Execution.
 
-        Returns an Execution. An exception in the code is not raised: it is
-        ex.error, and the context survives it. on_stdout/on_stderr get text
-        as it streams; on_result/on_error get each Result/ExecutionError.
-        timeout_seconds=None uses the policy default; the server interrupts
-        the code at the timeout (ex.end.timed_out). request_timeout is the
-        client-side gRPC deadline (default: the timeout plus a slack)."""
-        ctx_id = context.context_id if isinstance(context, CodeContext) else (context or "")
-        req = self.client.pb.RunCodeRequest(sandbox_id=self.sandbox_id, user_id=self.user_id,
-                                            context_id=ctx_id, code=code,
-                                            timeout_seconds=int(timeout_seconds or 0),
-                                            max_output_bytes=int(max_output_bytes or 0))
-        deadline = request_timeout or _action_deadline(timeout_seconds)
-        return Execution.from_events(self.client.stream("RunCode", req, timeout=deadline),
-                                     on_stdout=on_stdout, on_stderr=on_stderr,
-                                     on_result=on_result, on_error=on_error)
+        An exception in the code is not raised here: it is .error, and the
+        context survives it. Callbacks get output as it streams: on_stdout /
+        on_stderr get str, on_result each Result, on_error the ExecutionError.
+        timeout (seconds; None = policy default) is enforced by the server,
+        which interrupts the code (.timed_out; .context_restarted if it had
+        to restart the interpreter). max_output_bytes lowers the policy's
+        output cap (.truncated says output was cut). request_timeout is the
+        client-side deadline (default: timeout plus a minute).
+        """
+        if timeout is None:
+            timeout = timeout_seconds
+        req = rq.run_code(self.sandbox_id, self.user_id, code, context, timeout, max_output_bytes)
+        acc = RunCodeAccumulator(on_stdout, on_stderr, on_result, on_error)
+        for ev in self.client.stream("RunCode", req,
+                                     timeout=rq.action_deadline(timeout, request_timeout)):
+            _run(acc.feed(ev))
+        _run(acc.finish())
+        return acc.ex
 
-    def exec(self, cmd, timeout_seconds=None, max_output_bytes=0, on_stdout=None,
-             on_stderr=None, request_timeout=None):
-        """Run `/bin/sh -c cmd` in the sandbox; returns ExecResult
-        (exit_code, stdout, stderr), with .info for signal/timeout/truncation."""
-        req = self.client.pb.ExecRequest(sandbox_id=self.sandbox_id, user_id=self.user_id,
-                                         command=cmd, timeout_seconds=int(timeout_seconds or 0),
-                                         max_output_bytes=int(max_output_bytes or 0))
-        deadline = request_timeout or _action_deadline(timeout_seconds)
-        return ExecResult.from_events(self.client.stream("Exec", req, timeout=deadline),
-                                      on_stdout=on_stdout, on_stderr=on_stderr)
+    # -- 0.1 names ---------------------------------------------------------------
 
-    # -- files (paths are relative to /workspace) -------------------------------
+    def exec(self, cmd: str, timeout_seconds: Optional[float] = None, **kw: Any) -> CommandResult:
+        """Same as commands.run(cmd, timeout=timeout_seconds)."""
+        return self.commands.run(cmd, timeout_seconds, **kw)
 
-    def write_file(self, path, data, mode=0):
-        """Write bytes (or str, as UTF-8); returns the bytes written."""
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        resp = self.client.unary(
-            "WriteFile",
-            self.client.pb.WriteFileRequest(sandbox_id=self.sandbox_id, user_id=self.user_id,
-                                            path=path, data=data, mode=int(mode)))
-        return resp.bytes_written
+    def write_file(self, path: str, data: Union[str, bytes], mode: int = 0) -> int:
+        return self.files.write(path, data, mode)
 
-    def read_file(self, path):
-        """The file's bytes."""
-        resp = self.client.unary(
-            "ReadFile",
-            self.client.pb.ReadFileRequest(sandbox_id=self.sandbox_id, user_id=self.user_id,
-                                           path=path))
-        return bytes(resp.data)
+    def read_file(self, path: str) -> bytes:
+        return self.files.read(path, format="bytes")  # type: ignore

@@ -1,0 +1,320 @@
+"""The asyncio twin of client.py and sandbox.py, on grpc.aio: AsyncClient,
+AsyncSandbox (with .commands and .files), AsyncCodeContext. Same arguments,
+same results, same exceptions; every call is a coroutine.
+
+    async with AsyncSandbox.create(user_id="u1", task_id="t1") as sb:
+        ex = await sb.run_code("1 + 1")
+
+(`sb = await AsyncSandbox.create(...)` works too.) Callbacks may be plain
+functions or coroutine functions. One AsyncClient belongs to one event loop.
+"""
+import inspect
+from typing import Any, AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping, Optional, Union
+
+import grpc
+import grpc.aio
+
+from . import _requests as rq
+from . import _rpc
+from ._rpc import pb
+from .config import ConnectionConfig
+from .errors import SandboxNotFound, SandgateError, from_rpc_error
+from .execution import (CommandResult, ExecAccumulator, Execution, RunCodeAccumulator,
+                        SandboxInfo, SandboxList)
+
+Cb = Optional[Callable[[Any], Any]]
+
+
+async def _run(pending: Any) -> None:
+    for cb, arg in pending:
+        r = cb(arg)
+        if inspect.isawaitable(r):
+            await r
+
+
+class AsyncClient:
+    """Connection to the gateway for asyncio code; arguments as Client's."""
+
+    def __init__(self, addr: Optional[str] = None, api_key: Optional[str] = None, *,
+                 config: Optional[ConnectionConfig] = None, **kw: Any):
+        if config is None:
+            config = ConnectionConfig(addr=addr, api_key=api_key, **kw)
+        elif addr or api_key or kw:
+            raise TypeError("sandgate.AsyncClient: pass config= or keyword settings, not both")
+        self.config = config.resolve()
+        self.addr = self.config.addr
+        self.pb = pb
+        self._metadata = self.config.metadata()
+        creds = self.config.credentials()
+        opts = self.config.channel_options()
+        if creds is None:
+            self._channel = grpc.aio.insecure_channel(self.addr, options=opts)
+        else:
+            self._channel = grpc.aio.secure_channel(self.addr, creds, options=opts)
+        self._calls = _rpc.bind(self._channel)
+
+    @property
+    def user_id(self) -> Optional[str]:
+        return self.config.user_id
+
+    async def unary(self, method: str, request: Any, timeout: Optional[float] = None) -> Any:
+        try:
+            return await self._calls[method](
+                request, metadata=self._metadata,
+                timeout=self.config.timeout if timeout is None else timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def stream(self, method: str, request: Any,
+                     timeout: Optional[float] = None) -> AsyncIterator[Any]:
+        call = self._calls[method](request, metadata=self._metadata, timeout=timeout)
+        try:
+            async for event in call:
+                yield event
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        finally:
+            call.cancel()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool:
+        await self.close()
+        return False
+
+
+def _client(client: Optional[AsyncClient], conn: Mapping[str, Any]):
+    if client is not None:
+        if conn:
+            raise TypeError("sandgate: pass client= or connection settings (%s), not both"
+                            % ", ".join(sorted(conn)))
+        return client, False
+    return AsyncClient(**conn), True
+
+
+class AsyncCodeContext:
+    """A persistent interpreter in an AsyncSandbox (see CodeContext)."""
+
+    def __init__(self, sandbox: "AsyncSandbox", context_id: str, language: str = "python"):
+        self.sandbox = sandbox  # borrowed
+        self.context_id = context_id
+        self.id = context_id
+        self.language = language
+
+    async def run_code(self, code: str, **kw: Any) -> Execution:
+        return await self.sandbox.run_code(code, context=self, **kw)
+
+
+class AsyncCommands:
+    def __init__(self, sandbox: "AsyncSandbox"):
+        self._sb = sandbox
+
+    async def run(self, cmd: str, timeout: Optional[float] = None, *, on_stdout: Cb = None,
+                  on_stderr: Cb = None, max_output_bytes: Optional[int] = None,
+                  request_timeout: Optional[float] = None) -> CommandResult:
+        """See Commands.run."""
+        sb = self._sb
+        req = rq.exec_(sb.sandbox_id, sb.user_id, cmd, timeout, max_output_bytes)
+        acc = ExecAccumulator(on_stdout, on_stderr)
+        async for ev in sb.client.stream("Exec", req,
+                                         timeout=rq.action_deadline(timeout, request_timeout)):
+            await _run(acc.feed(ev))
+        res, pending = acc.finish()
+        await _run(pending)
+        return res
+
+
+class AsyncFiles:
+    def __init__(self, sandbox: "AsyncSandbox"):
+        self._sb = sandbox
+
+    async def read(self, path: str, format: str = "text",
+                   request_timeout: Optional[float] = None) -> Union[str, bytes]:
+        """See Files.read."""
+        sb = self._sb
+        resp = await sb.client.unary("ReadFile", rq.ref(pb.ReadFileRequest, sb.sandbox_id,
+                                                        sb.user_id, path=path),
+                                     timeout=request_timeout)
+        return rq.decode_read(resp.data, format)
+
+    async def write(self, path: str, data: Union[str, bytes], mode: int = 0,
+                    request_timeout: Optional[float] = None) -> int:
+        """See Files.write."""
+        sb = self._sb
+        resp = await sb.client.unary("WriteFile",
+                                     rq.write(sb.sandbox_id, sb.user_id, path, data, mode),
+                                     timeout=request_timeout)
+        return int(resp.bytes_written)
+
+
+class _Opening:
+    """What AsyncSandbox.create/connect return: await it for the sandbox, or
+    use it directly in `async with` (the sandbox is killed on exit)."""
+
+    def __init__(self, coro: Awaitable["AsyncSandbox"]):
+        self._coro = coro
+        self._sb: Optional[AsyncSandbox] = None
+
+    def __await__(self) -> Generator[Any, None, "AsyncSandbox"]:
+        return self._coro.__await__()
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        self._sb = await self._coro
+        return self._sb
+
+    async def __aexit__(self, *exc: Any) -> bool:
+        assert self._sb is not None
+        return await self._sb.__aexit__(*exc)
+
+
+class AsyncSandbox:
+    """One remote sandbox, for asyncio code (see Sandbox)."""
+
+    def __init__(self, client: AsyncClient, info: Any, user_id: str, owns_client: bool = False):
+        self.client = client      # owned iff _owns_client
+        self._info = info
+        self.user_id = user_id
+        self._owns_client = owns_client
+        self._killed = False
+        self.commands = AsyncCommands(self)
+        self.files = AsyncFiles(self)
+
+    @classmethod
+    def create(cls, template: str = "code-interpreter", *, user_id: Optional[str] = None,
+               task_id: str = "", ttl_seconds: Optional[float] = None,
+               env: Optional[Mapping[str, str]] = None, egress: rq.Egress = (),
+               secrets: Iterable[str] = (), user_token: str = "",
+               client: Optional[AsyncClient] = None, request_timeout: Optional[float] = None,
+               **conn: Any) -> _Opening:
+        """See Sandbox.create."""
+        async def go() -> "AsyncSandbox":
+            c, owns = _client(client, conn)
+            try:
+                u = rq.user(user_id, c.user_id)
+                info = await c.unary("CreateSandbox",
+                                     rq.create(template, u, task_id, ttl_seconds, env, egress,
+                                               secrets, user_token), timeout=request_timeout)
+            except BaseException:
+                if owns:
+                    await c.close()
+                raise
+            return cls(c, info, u, owns)
+        return _Opening(go())
+
+    @classmethod
+    def connect(cls, sandbox_id: str, *, user_id: Optional[str] = None,
+                client: Optional[AsyncClient] = None, **conn: Any) -> _Opening:
+        """See Sandbox.connect."""
+        async def go() -> "AsyncSandbox":
+            c, owns = _client(client, conn)
+            try:
+                u = rq.user(user_id, c.user_id)
+                info = await c.unary("GetSandbox", rq.ref(pb.GetSandboxRequest, sandbox_id, u))
+            except BaseException:
+                if owns:
+                    await c.close()
+                raise
+            return cls(c, info, u, owns)
+        return _Opening(go())
+
+    @staticmethod
+    async def list(*, user_id: Optional[str] = None, client: Optional[AsyncClient] = None,
+                   request_timeout: Optional[float] = None, **conn: Any) -> SandboxList:
+        """See Sandbox.list."""
+        c, owns = _client(client, conn)
+        try:
+            resp = await c.unary("ListSandboxes",
+                                 pb.ListSandboxesRequest(user_id=rq.user(user_id, c.user_id)),
+                                 timeout=request_timeout)
+        finally:
+            if owns:
+                await c.close()
+        boxes, unreachable = rq.list_answer(resp)
+        return SandboxList([SandboxInfo.from_pb(m) for m in boxes], unreachable)
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._info.sandbox_id
+
+    @property
+    def id(self) -> str:
+        return self._info.sandbox_id
+
+    @property
+    def info(self) -> SandboxInfo:
+        return SandboxInfo.from_pb(self._info)
+
+    async def get_info(self, request_timeout: Optional[float] = None) -> SandboxInfo:
+        self._info = await self.client.unary(
+            "GetSandbox", rq.ref(pb.GetSandboxRequest, self.sandbox_id, self.user_id),
+            timeout=request_timeout)
+        return self.info
+
+    async def is_running(self) -> bool:
+        try:
+            return (await self.get_info()).state == "running"
+        except SandboxNotFound:
+            return False
+
+    async def set_timeout(self, seconds: float,
+                          request_timeout: Optional[float] = None) -> SandboxInfo:
+        self._info = await self.client.unary("ExtendSandbox",
+                                             rq.extend(self.sandbox_id, self.user_id, seconds),
+                                             timeout=request_timeout)
+        return self.info
+
+    async def kill(self, request_timeout: Optional[float] = None) -> bool:
+        """See Sandbox.kill."""
+        try:
+            await self.client.unary("KillSandbox",
+                                    rq.ref(pb.KillSandboxRequest, self.sandbox_id, self.user_id),
+                                    timeout=request_timeout)
+            return True
+        except SandboxNotFound:
+            return False
+        finally:
+            self._killed = True
+            await self.close()
+
+    async def close(self) -> None:
+        if self._owns_client:
+            self._owns_client = False
+            await self.client.close()
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if self._killed:
+            return False
+        try:
+            await self.kill()
+        except SandgateError:
+            if exc_type is None:
+                raise
+        return False
+
+    async def create_code_context(self, language: str = "python",
+                                  request_timeout: Optional[float] = None) -> AsyncCodeContext:
+        ctx = await self.client.unary(
+            "CreateContext", rq.ref(pb.CreateContextRequest, self.sandbox_id, self.user_id,
+                                    language=language), timeout=request_timeout)
+        return AsyncCodeContext(self, ctx.context_id, ctx.language or language)
+
+    async def run_code(self, code: str, *, context: Union[AsyncCodeContext, str, None] = None,
+                       timeout: Optional[float] = None, on_stdout: Cb = None,
+                       on_stderr: Cb = None, on_result: Cb = None, on_error: Cb = None,
+                       max_output_bytes: Optional[int] = None,
+                       request_timeout: Optional[float] = None) -> Execution:
+        """See Sandbox.run_code."""
+        req = rq.run_code(self.sandbox_id, self.user_id, code, context, timeout, max_output_bytes)
+        acc = RunCodeAccumulator(on_stdout, on_stderr, on_result, on_error)
+        async for ev in self.client.stream("RunCode", req,
+                                           timeout=rq.action_deadline(timeout, request_timeout)):
+            await _run(acc.feed(ev))
+        await _run(acc.finish())
+        return acc.ex
