@@ -57,7 +57,9 @@ void gw_health_stop(void);
 /* router.c */
 int gw_hosts_connect(sg_err *err);
 gw_host *gw_host_by_name(const char *name);
-gw_host *gw_host_for_key(const char *key);   /* stable choice for a dedupe key */
+/* The highest-scoring SERVING host for a dedupe key (rendezvous hashing by
+ * host name); NULL when no host is serving. */
+gw_host *gw_host_for_key(const char *key);
 
 /* audit.c — one JSON line per decision; never secret values */
 int gw_audit_open(const char *path, sg_err *err);

@@ -253,11 +253,7 @@ void host_action_output(host_action *a, const host_sandbox *sb, int exec, int is
 /* Redact a whole buffer (results, errors). Returns malloc'd bytes. */
 uint8_t *host_redact_all(const host_sandbox *sb, const uint8_t *data, size_t len, size_t *out_len);
 
-/* files.c */
-int host_file_write(host_sandbox *sb, const char *path, const uint8_t *data, size_t len,
-                    uint32_t mode, sg_err *err);
-int host_file_read(host_sandbox *sb, const char *path, uint64_t max, uint8_t **data,
-                   size_t *len, sg_err *err);
+/* files.c, file_jobs.c: host/files.h */
 
 /* egress.c: the host's egress proxy and each granted sandbox's entry */
 int host_egress_start(const char *hosts_file, const char *audit_log, sg_err *err);

@@ -17,8 +17,14 @@
 
 #include "common/daemon.h"
 #include "host/contain/contain.h"
+#include "host/files.h"
 #include "host/host.h"
 #include "rpc/health.h"
+#include "rpc/reflection.h"
+
+/* The host API's descriptors, embedded at build time (CMakeLists.txt). */
+extern const unsigned char sg_host_descriptor_set[];
+extern const size_t sg_host_descriptor_set_len;
 
 host_state H = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -200,10 +206,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
     }
+    if (host_files_start(&err) != 0) {
+        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        return 1;
+    }
     rpc_runtime_init();
     int port = 0;
     H.srv = rpc_server_create(H.cfg.threads, &err);
     if (!H.srv || host_service_register(H.srv, &err) != 0 ||
+        rpc_reflection_register(H.srv, sg_host_descriptor_set, sg_host_descriptor_set_len,
+                                &err) != 0 ||
         rpc_server_listen(H.srv, listen ? listen : H.cfg.listen, NULL, &port, &err) != 0 ||
         host_loop_start(&err) != 0) {
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
@@ -226,6 +238,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "sandgate-host: signal %d: shutting down\n", sig);
     rpc_health_set_serving(0);
     kill_all();
+    host_files_stop();   /* file calls in flight answer; the rest get UNAVAILABLE */
     rpc_server_shutdown(H.srv);
     host_loop_stop();
     host_egress_stop();   /* after the loop: no EGRESS can arrive any more */

@@ -2,12 +2,14 @@
  * decodes, takes H.mu for the table, and either answers at once or hands
  * the call to the sandbox/context/exec that answers it from the I/O loop.
  * The gateway has authenticated and applied policy; the host checks shape
- * and state. */
+ * (every string field again, host_unpack: rules.c) and state. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "host/files.h"
 #include "host/host.h"
+#include "host/rules.h"
 #include "rpc/health.h"
 
 #define UNPACK(type, fn, call)                                                              \
@@ -15,7 +17,7 @@
         size_t len_;                                                                        \
         const uint8_t *buf_ = rpc_call_request(call, &len_);                                \
         sg_err e_;                                                                          \
-        type *m_ = (type *)rpc_unpack(&fn##__descriptor, buf_, len_, &e_);                  \
+        type *m_ = (type *)host_unpack(&fn##__descriptor, buf_, len_, &e_);                  \
         if (!m_)                                                                            \
             rpc_call_fail(call, &e_);                                                       \
         m_;                                                                                 \
@@ -157,7 +159,7 @@ static void on_sandbox_op(rpc_call *c, void *data)
     size_t len;
     const uint8_t *buf = rpc_call_request(c, &len);
     sg_err err;
-    ProtobufCMessage *m = rpc_unpack(op->desc, buf, len, &err);
+    ProtobufCMessage *m = host_unpack(op->desc, buf, len, &err);
     if (!m) {
         rpc_call_fail(c, &err);
         return;
@@ -252,38 +254,21 @@ static void do_exec(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
         host_action_init(&e->act, c, r->max_output_bytes, r->timeout_seconds);
 }
 
+/* File calls are queued for the file workers (file_jobs.c), which answer
+ * them: the workspace is the sandbox's to shape (a FIFO, a huge file), so
+ * its I/O never runs here, under H.mu, on a gRPC thread. */
 static void do_write_file(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
 {
-    const Sandgate__V1__WriteFileRequest *r = (const Sandgate__V1__WriteFileRequest *)m;
     sg_err err;
-    if (host_file_write(sb, r->path, r->data.data, r->data.len, r->mode, &err) != 0) {
+    if (host_files_submit_write(sb, c, (Sandgate__V1__WriteFileRequest *)m, &err) != 0)
         rpc_call_fail(c, &err);
-        return;
-    }
-    Sandgate__V1__WriteFileResponse out;
-    sandgate__v1__write_file_response__init(&out);
-    out.bytes_written = r->data.len;
-    rpc_call_reply(c, &out.base);
-    sb->last_active_ms = host_wall_ms();
 }
 
 static void do_read_file(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
 {
-    const Sandgate__V1__ReadFileRequest *r = (const Sandgate__V1__ReadFileRequest *)m;
     sg_err err;
-    uint8_t *data = NULL;
-    size_t len = 0;
-    if (host_file_read(sb, r->path, sb->limits.max_file_bytes, &data, &len, &err) != 0) {
+    if (host_files_submit_read(sb, c, (const Sandgate__V1__ReadFileRequest *)m, &err) != 0)
         rpc_call_fail(c, &err);
-        return;
-    }
-    Sandgate__V1__ReadFileResponse out;
-    sandgate__v1__read_file_response__init(&out);
-    out.data.data = data;
-    out.data.len = len;
-    rpc_call_reply(c, &out.base);
-    sb->last_active_ms = host_wall_ms();
-    free(data);
 }
 
 static const sandbox_op sandbox_ops[] = {

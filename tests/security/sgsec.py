@@ -144,6 +144,27 @@ class Client:
             r.status, r.details = e.code(), e.details()
         return r
 
+    def write_file(self, sid, path, data, user="sec-user", timeout=10):
+        """WriteFile: (status code or None when OK, details, seconds taken)."""
+        return self._file_call(self.stub.WriteFile,
+                               self.pb.WriteFileRequest(sandbox_id=sid, user_id=user,
+                                                        path=path, data=data), timeout)
+
+    def read_file(self, sid, path, user="sec-user", timeout=10):
+        """ReadFile: (status code or the data when OK, details, seconds taken)."""
+        return self._file_call(self.stub.ReadFile,
+                               self.pb.ReadFileRequest(sandbox_id=sid, user_id=user, path=path),
+                               timeout)
+
+    def _file_call(self, method, req, timeout):
+        t0 = time.monotonic()
+        try:
+            resp = method(req, metadata=self.md, timeout=timeout)
+            got = resp.data if hasattr(resp, "data") else None
+            return got, "", time.monotonic() - t0
+        except self.grpc.RpcError as e:
+            return e.code(), e.details(), time.monotonic() - t0
+
     def exec(self, sid, command, timeout=20, user="sec-user"):
         req = self.pb.ExecRequest(sandbox_id=sid, user_id=user, command=command,
                                   timeout_seconds=timeout)
@@ -157,6 +178,26 @@ class Client:
             elif kind == "exit":
                 exit_ = ev.exit
         return out, err, exit_
+
+
+def host_health(timeout=5.0):
+    """grpc.health.v1.Health/Check straight at the host (not through the
+    gateway): (status code name, seconds taken). An empty request is the
+    whole-server check."""
+    import grpc
+    with open(os.path.join(os.environ["SG_SEC_RUN_DIR"], "host.port")) as f:
+        port = f.read().strip()
+    with grpc.insecure_channel("127.0.0.1:" + port) as ch:
+        check = ch.unary_unary("/grpc.health.v1.Health/Check",
+                               request_serializer=lambda b: b,
+                               response_deserializer=lambda b: b)
+        t0 = time.monotonic()
+        try:
+            check(b"", timeout=timeout)
+            code = "OK"
+        except grpc.RpcError as e:
+            code = e.code().name
+        return code, time.monotonic() - t0
 
 
 # ---- host-side inspection (we are root in the host's pid namespace) ----

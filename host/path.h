@@ -1,0 +1,25 @@
+/* path.h — workspace path normalisation for WriteFile/ReadFile, pure (no
+ * syscalls) so it can be table-tested and fuzzed on its own. The kernel
+ * check (openat2 RESOLVE_BENEATH in files.c) is the real boundary; this
+ * gives clear messages and one canonical spelling first. */
+#ifndef SG_HOST_PATH_H
+#define SG_HOST_PATH_H
+
+#include <stddef.h>
+
+#include "common/err.h"
+
+/* Longest cleaned path, NUL included (the caller's buffer size). */
+#define HOST_PATH_MAX 1024
+
+/* "/workspace/a//./b", "/workspace/a/b/" and "a/b" all become "a/b": the
+ * "/workspace" prefix is dropped, empty and "." components are removed and
+ * the rest joined by single slashes. Refused (SG_EINVAL, err names the
+ * path): another absolute path, a ".." component, nothing left (the
+ * workspace itself), a result of cap bytes or more, or a NULL path.
+ * On success out holds a relative path that never starts or ends with '/',
+ * never has an empty, "." or ".." component, and cleaning it again gives
+ * itself. */
+int host_path_clean(const char *path, char *out, size_t cap, sg_err *err);
+
+#endif
