@@ -50,7 +50,7 @@ int gw_req_count_action(gw_req *r);
  * done() owns nothing it is given beyond the call. parts[i] belongs to
  * G.hosts[i]; NULL when that host is not SERVING (skipped, not asked) or did
  * not answer within GW_LIST_DEADLINE_S. failed = how many are NULL. */
-#define GW_LIST_DEADLINE_S 1.5
+#define GW_LIST_DEADLINE_S 1.0
 typedef void (*gw_list_done)(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n,
                              int failed);
 void gw_list_all(gw_req *r, const char *user, gw_list_done done);
