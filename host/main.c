@@ -260,9 +260,7 @@ int main(int argc, char **argv)
     host_journal_close();   /* no handler runs now: none reads the lost table */
     host_loop_stop();
     host_egress_stop();   /* after the loop: no EGRESS can arrive any more */
-    for (size_t i = 0; i < H.n_templates; i++)
-        if (H.templates[i].zygote_pid > 0)
-            kill(H.templates[i].zygote_pid, SIGKILL);
+    host_zygotes_kill();
     rpc_server_destroy(H.srv);
     grpc_shutdown();
     return 0;
