@@ -242,9 +242,7 @@ int main(int argc, char **argv)
     rpc_server_shutdown(H.srv);
     host_loop_stop();
     host_egress_stop();   /* after the loop: no EGRESS can arrive any more */
-    for (size_t i = 0; i < H.n_templates; i++)
-        if (H.templates[i].zygote_pid > 0)
-            kill(H.templates[i].zygote_pid, SIGKILL);
+    host_zygotes_kill();
     rpc_server_destroy(H.srv);
     grpc_shutdown();
     return 0;
