@@ -21,6 +21,8 @@ typedef struct gw_host {
     atomic_int serving;         /* GW_HOST_*: health.c writes, anyone reads */
     atomic_int checking;        /* health.c: a Check is in flight */
     int misses;                 /* health.c only: Checks in a row past their deadline */
+    int reporting;              /* health.c only: a load report is in flight */
+    int64_t next_report_ms;     /* health.c only: when to ask for the next */
 } gw_host;
 
 enum { GW_HOST_UNKNOWN = 0, GW_HOST_SERVING = 1, GW_HOST_NOT_SERVING = 2 };
@@ -51,6 +53,9 @@ void gw_policy_watch_start(void);  /* SIGHUP and file-change watch thread */
 #define GW_HEALTH_PERIOD_MS 200
 #define GW_HEALTH_DEADLINE_MS 400
 #define GW_HEALTH_MISSES 2
+/* ...and, while it is SERVING, every GW_LOAD_REPORT_MS its load report:
+ * every tenant's live sandboxes, for the cached quota counts (counts.c). */
+#define GW_LOAD_REPORT_MS 1000
 /* Nonzero while the host's last Check answered SERVING in time. A host not
  * yet checked, stopped, wedged or down reads 0. Lock-free; any thread. */
 int gw_host_serving(const gw_host *h);

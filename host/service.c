@@ -114,6 +114,11 @@ static void on_list(rpc_call *c, void *d)
         UNPACK(Sandgate__V1__HostListRequest, sandgate__v1__host_list_request, c);
     if (!r)
         return;
+    if (r->all_tenants && (r->tenant_id[0] || r->user_id[0])) {
+        fail(c, SG_EINVAL, "all_tenants: tenant_id and user_id must be empty");
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        return;
+    }
     pthread_mutex_lock(&H.mu);
     size_t n = 0;
     Sandgate__V1__HostSandbox *items = calloc(H.n_sandboxes + 1, sizeof *items);
@@ -121,7 +126,8 @@ static void on_list(rpc_call *c, void *d)
     Sandgate__V1__Sandbox *sbs = calloc(H.n_sandboxes + 1, sizeof *sbs);
     Sandgate__V1__Owner *owners = calloc(H.n_sandboxes + 1, sizeof *owners);
     for (host_sandbox *sb = H.sandboxes; sb; sb = sb->next) {
-        if (sb->state != SB_RUNNING || strcmp(sb->tenant, r->tenant_id) != 0 ||
+        if (sb->state != SB_RUNNING ||
+            (!r->all_tenants && strcmp(sb->tenant, r->tenant_id) != 0) ||
             (r->user_id[0] && strcmp(sb->user, r->user_id) != 0))
             continue;
         host_sandbox_fill(sb, &items[n], &sbs[n], &owners[n]);
