@@ -294,7 +294,8 @@ int rpc_descindex_init(rpc_descindex *ix, const uint8_t *set, size_t len, sg_err
             return -1;
         }
     }
-    qsort(ix->syms, ix->n_syms, sizeof *ix->syms, cmp_sym);
+    if (ix->n_syms)   /* syms is NULL when there are none: qsort(NULL, 0) is UB */
+        qsort(ix->syms, ix->n_syms, sizeof *ix->syms, cmp_sym);
     return 0;
 }
 
