@@ -83,6 +83,9 @@ static void test_local_host(void **state)
     assert_string_equal(h.cgroup_root, "/sys/fs/cgroup");
     assert_int_equal(h.uid_base, 200000);
     assert_int_equal(h.max_sandboxes, 1024);
+    assert_int_equal(h.reserve_fds, 64);
+    assert_true(h.reserve_memory == 256ull << 20);
+    assert_int_equal(h.reserve_pids, 256);
     assert_int_equal(h.n_templates, 1);
     config_template *t = &h.templates[0];
     assert_string_equal(t->name, "code-interpreter");
@@ -127,11 +130,22 @@ static void test_defaults_and_paths(void **state)
     assert_int_equal(hp.templates[1].pool, 0);
     config_host_cleanup(&hp);
 
+    p = write_tmp("hr.yaml", "listen: \"0.0.0.0:1\"\nname: h\n"
+                             "reserve: {fds: 0, memory: 1GiB, pids: 4000}\n");
+    assert_int_equal(config_host_load(p, &hp, &errs), 0);
+    assert_int_equal(hp.reserve_fds, 0);
+    assert_true(hp.reserve_memory == 1ull << 30);
+    assert_int_equal(hp.reserve_pids, 4000);
+    config_host_cleanup(&hp);
+
     p = write_tmp("h.yaml", "listen: \"0.0.0.0:1\"\nname: h\n");
     config_host h;
     assert_int_equal(config_host_load(p, &h, &errs), 0);
     assert_string_equal(h.runtime_dir, "/run/sandgate");
     assert_int_equal(h.threads, 1);
+    assert_int_equal(h.reserve_fds, CONFIG_RESERVE_FDS);
+    assert_true(h.reserve_memory == CONFIG_RESERVE_MEMORY);
+    assert_int_equal(h.reserve_pids, CONFIG_RESERVE_PIDS);
     assert_int_equal(h.n_templates, 0);
     config_host_cleanup(&h);
     policy_errors_cleanup(&errs);
@@ -171,6 +185,11 @@ static const golden goldens[] = {
      "h3.yaml:4:33: templates[0].pool: 65 is out of range, expected at most 64\n"
      "h3.yaml:5:33: templates[1].pool: expected an integer, got '-1'\n"
      "h3.yaml:6:33: templates[2].pool: expected an integer, got a list\n", 1},
+    {"host: reserve errors", "h4.yaml",
+     "listen: \"127.0.0.1:7444\"\nname: local\nreserve:\n  fds: many\n  memory: 3 apples\n  cpu: 1\n",
+     "h4.yaml:6:3: reserve.cpu: unknown key 'cpu', expected one of: fds, memory, pids\n"
+     "h4.yaml:4:8: reserve.fds: expected an integer, got 'many'\n"
+     "h4.yaml:5:11: reserve.memory: expected a size such as 4096, 64KiB or 512MiB, got '3 apples'\n", 1},
 };
 
 static void test_goldens(void **state)
