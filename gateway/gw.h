@@ -20,6 +20,7 @@ typedef struct gw_host {
     grpc_channel *channel;      /* owned */
     atomic_int serving;         /* GW_HOST_*: health.c writes, anyone reads */
     atomic_int checking;        /* health.c: a Check is in flight */
+    int misses;                 /* health.c only: Checks in a row past their deadline */
 } gw_host;
 
 enum { GW_HOST_UNKNOWN = 0, GW_HOST_SERVING = 1, GW_HOST_NOT_SERVING = 2 };
@@ -43,9 +44,13 @@ policy *gw_policy_acquire(void);   /* one ref; policy_unref when the call ends *
 void gw_policy_watch_start(void);  /* SIGHUP and file-change watch thread */
 
 /* health.c — every host's grpc.health.v1 Check, every GW_HEALTH_PERIOD_MS
- * with a GW_HEALTH_DEADLINE_MS deadline, on a thread of its own. */
-#define GW_HEALTH_PERIOD_MS 250
-#define GW_HEALTH_DEADLINE_MS 500
+ * with a GW_HEALTH_DEADLINE_MS deadline, on a thread of its own. A host is
+ * NOT_SERVING at once when it says so or cannot be reached, and after
+ * GW_HEALTH_MISSES Checks in a row miss their deadline (one slow answer on
+ * a busy machine is not an outage): a SIGSTOPped host is out within ~1.2 s. */
+#define GW_HEALTH_PERIOD_MS 200
+#define GW_HEALTH_DEADLINE_MS 400
+#define GW_HEALTH_MISSES 2
 /* Nonzero while the host's last Check answered SERVING in time. A host not
  * yet checked, stopped, wedged or down reads 0. Lock-free; any thread. */
 int gw_host_serving(const gw_host *h);
@@ -57,7 +62,9 @@ void gw_health_stop(void);
 /* router.c */
 int gw_hosts_connect(sg_err *err);
 gw_host *gw_host_by_name(const char *name);
-gw_host *gw_host_for_key(const char *key);   /* stable choice for a dedupe key */
+/* The highest-scoring SERVING host for a dedupe key (rendezvous hashing by
+ * host name); NULL when no host is serving. */
+gw_host *gw_host_for_key(const char *key);
 
 /* audit.c — one JSON line per decision; never secret values */
 int gw_audit_open(const char *path, sg_err *err);

@@ -1,9 +1,12 @@
 /* health.c — which hosts are serving. A thread of its own, on a completion
  * queue of its own, sends grpc.health.v1 Check ("sandgate.v1.Host") to every
  * host every GW_HEALTH_PERIOD_MS, each with a GW_HEALTH_DEADLINE_MS deadline,
- * and keeps the answer in gw_host.serving. A host is SERVING only while its
- * last Check answered SERVING in time; a stopped (SIGSTOP) or wedged host
- * misses the deadline and is NOT_SERVING within period + deadline. Placement
+ * and keeps the answer in gw_host.serving. A host is NOT_SERVING as soon as
+ * a Check fails (refused, reset, NOT_SERVING, unknown service) or
+ * GW_HEALTH_MISSES Checks in a row miss their deadline: a stopped (SIGSTOP)
+ * or wedged host is out within period + misses x deadline (~1.2 s), and one
+ * slow answer on a loaded machine does not flap it. One SERVING answer in
+ * time brings it back. Placement
  * (router.c) and fan-outs (list.c) read the flag and skip such hosts at once,
  * so no public call waits on a host the checker already knows is gone.
  *
@@ -65,6 +68,11 @@ static void on_check_done(void *arg, rpc_unary_result *res)
     } else {
         snprintf(why, sizeof why, "health check %s", rpc_status_name(res->code));
     }
+    if (res->code == GRPC_STATUS_DEADLINE_EXCEEDED && ++h->misses < GW_HEALTH_MISSES &&
+        atomic_load(&h->serving) == GW_HOST_SERVING)
+        state = GW_HOST_SERVING;   /* one late answer: wait for the next */
+    else if (res->code != GRPC_STATUS_DEADLINE_EXCEEDED)
+        h->misses = 0;
     if (res->resp)
         grpc_byte_buffer_destroy(res->resp);
     set_state(h, state, why);

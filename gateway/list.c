@@ -1,7 +1,13 @@
 /* list.c — asking every host for a tenant's live sandboxes, in parallel:
  * ListSandboxes answers from it, and CreateSandbox counts live sandboxes for
  * the quota from it (the hosts are the shared record across gateway
- * replicas). */
+ * replicas). A host the health checker (health.c) does not see SERVING is
+ * not asked at all, and each host that is asked gets GW_LIST_DEADLINE_S, so
+ * one stopped or wedged host costs a call at most that long (and nothing
+ * once the checker has noticed it) instead of stalling everyone's creates
+ * and lists. A host that is skipped or does not answer in time has a NULL
+ * part; the caller decides what that means (list: named in
+ * unreachable_hosts; create: its last known count, service.c). */
 #include <stdlib.h>
 
 #include "gateway/request.h"
@@ -13,7 +19,7 @@ typedef struct list_op {
     size_t pending;
     Sandgate__V1__HostListResponse **parts;     /* owned, one per host */
     size_t n_parts;
-    int failed;
+    int failed;                                 /* hosts with no part */
 } list_op;
 
 typedef struct list_leg {
@@ -25,7 +31,7 @@ static void leg_done(list_op *op, grpc_status_code code)
 {
     pthread_mutex_lock(&op->mu);
     if (code != GRPC_STATUS_OK)
-        op->failed = 1;
+        op->failed++;
     int last = --op->pending == 0;
     pthread_mutex_unlock(&op->mu);
     if (!last)
@@ -73,13 +79,17 @@ void gw_list_all(gw_req *r, const char *user, gw_list_done done)
     h.tenant_id = r->id.tenant;
     h.user_id = (char *)(user ? user : "");
     for (size_t i = 0; i < G.n_hosts; i++) {
+        if (!gw_host_serving(&G.hosts[i])) {
+            leg_done(op, GRPC_STATUS_UNAVAILABLE);
+            continue;
+        }
         list_leg *leg = calloc(1, sizeof *leg);
         leg->op = op;
         leg->index = i;
         sg_err e;
         if (rpc_unary_start(G.hosts[i].channel, rpc_server_cq(rpc_call_server(r->in)),
                             rpc_call_grpc(r->in), "/sandgate.v1.Host/ListSandboxes",
-                            rpc_deadline_in(10), NULL, 0, rpc_pack(&h.base), on_leg_done, leg,
+                            rpc_deadline_in(GW_LIST_DEADLINE_S), NULL, 0, rpc_pack(&h.base), on_leg_done, leg,
                             &e) != 0) {
             free(leg);
             leg_done(op, GRPC_STATUS_UNAVAILABLE);

@@ -10,6 +10,11 @@
 #include "common/daemon.h"
 #include "gateway/gw.h"
 #include "rpc/health.h"
+#include "rpc/reflection.h"
+
+/* The public API's descriptors, embedded at build time (CMakeLists.txt). */
+extern const unsigned char sg_gateway_descriptor_set[];
+extern const size_t sg_gateway_descriptor_set_len;
 
 gw_state G;
 
@@ -107,6 +112,8 @@ int main(int argc, char **argv)
     G.srv = rpc_server_create(G.cfg.threads, &err);
     if (!G.srv || gw_hosts_connect(&err) != 0 || gw_health_start(&err) != 0 ||
         gw_service_register(G.srv, &err) != 0 ||
+        rpc_reflection_register(G.srv, sg_gateway_descriptor_set, sg_gateway_descriptor_set_len,
+                                &err) != 0 ||
         rpc_server_listen(G.srv, listen ? listen : G.cfg.listen, creds, &port, &err) != 0 ||
         rpc_server_start(G.srv, &err) != 0) {
         fprintf(stderr, "sandgate: %s\n", err.msg);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "gateway/request.h"
+#include "gateway/rules.h"
 #include "policy/query.h"
 #include "policy/secret.h"
 
@@ -148,6 +149,18 @@ gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const cha
         else
             gw_fail(c, &err);
         gw_req_free(r);
+        return NULL;
+    }
+    /* Every string field, on the wire bytes (a NUL would be cut by the
+     * decoder), before anything reads the message. */
+    const rpc_rules *rules = gw_rules_for(d);
+    if (!rules) {
+        sg_err_set(&err, SG_EINTERNAL, "no field rules for %s", d->name);
+        gw_req_fail(r, &err);
+        return NULL;
+    }
+    if (rpc_validate(rules, buf, len, &err) != 0) {
+        gw_req_fail(r, &err);
         return NULL;
     }
     const char *user = string_field(r->msg, "user_id");

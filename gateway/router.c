@@ -1,11 +1,20 @@
 /* router.c — backend hosts: one channel each, found by the name a sandbox
- * id starts with, or chosen for a new sandbox by hashing its dedupe key so
- * every create for one task (from any gateway replica) reaches the same
- * host, which keeps at most one live sandbox per key. */
+ * id starts with, or chosen for a new sandbox by rendezvous hashing of the
+ * host names with its dedupe key (placement.c), so every create for one task
+ * (from any gateway replica, whatever order its config lists the hosts in)
+ * reaches the same host, which keeps at most one live sandbox per key.
+ *
+ * Only SERVING hosts (health.c) are candidates: while a task's winning host
+ * is down, its create goes to the next-highest serving host. When the winner
+ * comes back, new keys return to it; a key that already has a live sandbox
+ * on the runner-up keeps going there, because CreateSandbox first looks for
+ * the key's sandbox in the quota fan-out (service.c) and sends the create to
+ * the host that holds it, which dedupes. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "gateway/gw.h"
+#include "gateway/placement.h"
 
 int gw_hosts_connect(sg_err *err)
 {
@@ -35,10 +44,12 @@ gw_host *gw_host_by_name(const char *name)
 
 gw_host *gw_host_for_key(const char *key)
 {
-    if (!G.n_hosts)
-        return NULL;
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    return &G.hosts[h % G.n_hosts];
+    const char *names[GW_MAX_HOSTS];
+    int usable[GW_MAX_HOSTS];
+    for (size_t i = 0; i < G.n_hosts; i++) {
+        names[i] = G.hosts[i].name;
+        usable[i] = gw_host_serving(&G.hosts[i]);
+    }
+    int i = gw_place_pick(names, usable, G.n_hosts, key);
+    return i < 0 ? NULL : &G.hosts[i];
 }

@@ -1,14 +1,15 @@
 /* service.c — sandbox lifecycle on the public API (sandgate.v1.Sandboxes):
  * CreateSandbox (policy decision, limits, secrets, egress grants, host
- * choice, per-task dedupe), GetSandbox, ListSandboxes (every host, the
- * caller's own only), KillSandbox, ExtendSandbox. Calls that act inside a
- * sandbox are in actions.c. */
+ * choice, per-task dedupe), GetSandbox, ListSandboxes (every serving host,
+ * the caller's own only, naming the hosts it could not ask), KillSandbox,
+ * ExtendSandbox. Calls that act inside a sandbox are in actions.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "gateway/request.h"
+#include "gateway/rules.h"
 #include "policy/query.h"
 #include "policy/secret.h"
 #include "rpc/health.h"
@@ -33,6 +34,9 @@ static grpc_byte_buffer *to_public_sandbox(void *arg, grpc_byte_buffer *bb)
     if (hs->owner)
         tenancy_owner_put(hs->sandbox->sandbox_id, hs->owner->tenant_id, hs->owner->user_id,
                           hs->owner->task_id);
+    gw_req *r = arg;
+    if (hs->owner && !hs->reused && r->host)
+        gw_counts_add((size_t)(r->host - G.hosts), r->id.tenant, hs->owner);
     grpc_byte_buffer *out = rpc_pack(&hs->sandbox->base);
     protobuf_c_message_free_unpacked(&hs->base, NULL);
     return out;
@@ -158,25 +162,52 @@ static void add_egress(gw_req *r, const Sandgate__V1__CreateSandboxRequest *req,
     p->hreq.egress = p->rule_ptrs;
 }
 
-/* Live sandboxes of the tenant and of this user, across every host; the
- * one this create would return (same task, or same user when per_user) does
- * not count, so a retry is never refused by the quota. */
+/* Live sandboxes of the tenant and of this user on one host; the one this
+ * create would return (same task, or same user when per_user) does not
+ * count, so a retry is never refused by the quota. *holds says the host has
+ * that one. */
 static void count_live(gw_req *r, Sandgate__V1__HostListResponse *part, uint32_t *tenant,
-                       uint32_t *user)
+                       uint32_t *user, int *holds)
 {
     const Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
     int per_user = policy_tenant_scope(r->pol, r->id.tenant) == POLICY_SCOPE_PER_USER;
     *tenant = *user = 0;
+    *holds = 0;
     for (size_t k = 0; part && k < part->n_sandboxes; k++) {
         const Sandgate__V1__Owner *o = part->sandboxes[k]->owner;
         if (!o)
             continue;
         int same_user = strcmp(o->user_id, r->id.user) == 0;
-        if (same_user && (per_user || strcmp(o->task_id, req->task_id) == 0))
+        if (same_user && (per_user || strcmp(o->task_id, req->task_id) == 0)) {
+            *holds = 1;
             continue;
+        }
         (*tenant)++;
         *user += same_user;
     }
+}
+
+/* Where the create goes. The host that already holds this key's sandbox, if
+ * the count saw one: it dedupes and returns it, so a task keeps its sandbox
+ * even after placement changed under it (its winning host flapped, a host
+ * was added). If that host is not SERVING the create fails UNAVAILABLE
+ * rather than start a second sandbox for the task elsewhere. Otherwise the
+ * highest-scoring serving host for the key (router.c). */
+static gw_host *create_host(gw_req *r, int holder, const char *dedupe, sg_err *e)
+{
+    const Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    if (holder >= 0) {
+        if (gw_host_serving(&G.hosts[holder]))
+            return &G.hosts[holder];
+        sg_err_set(e, SG_EUNAVAIL, "the live sandbox of task %s is on sandbox host %s, which is "
+                   "not serving; retry later", req->task_id, G.hosts[holder].name);
+        return NULL;
+    }
+    gw_host *h = gw_host_for_key(dedupe);
+    if (!h)
+        sg_err_set(e, SG_EUNAVAIL, G.n_hosts ? "no sandbox host is serving; retry later"
+                                             : "no sandbox hosts configured");
+    return h;
 }
 
 static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
@@ -187,14 +218,30 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
     /* per host, so the chosen host can add the others' to its own count */
     uint32_t live_tenant = 0, live_user = 0, host_tenant[GW_MAX_HOSTS] = {0},
              host_user[GW_MAX_HOSTS] = {0};
+    int holder = -1, holder_fresh = 0;
+    size_t n_cached = 0;
     for (size_t i = 0; i < n_parts && i < GW_MAX_HOSTS; i++) {
-        count_live(r, parts[i], &host_tenant[i], &host_user[i]);
+        /* A host that did not answer counts what it said last (counts.c). */
+        Sandgate__V1__HostListResponse *part = parts[i], *cached = NULL;
+        if (part)
+            gw_counts_put(i, r->id.tenant, part);
+        else if ((part = cached = gw_counts_get(i, r->id.tenant)))
+            n_cached++;
+        int holds;
+        count_live(r, part, &host_tenant[i], &host_user[i], &holds);
+        /* Two holders can only be a stale cached one and a fresh one. */
+        if (holds && (holder < 0 || (!holder_fresh && parts[i]))) {
+            holder = (int)i;
+            holder_fresh = parts[i] != NULL;
+        }
         live_tenant += host_tenant[i];
         live_user += host_user[i];
+        if (cached)
+            protobuf_c_message_free_unpacked(&cached->base, NULL);
     }
     if (failed)
-        fprintf(stderr, "sandgate: create: a host did not answer the quota count; "
-                        "counting the others\n");
+        fprintf(stderr, "sandgate: create: %d host(s) not serving or did not answer the quota "
+                        "count; %zu counted from their last answer\n", failed, n_cached);
     policy_scope scope = POLICY_SCOPE_PER_TASK;
     if (decide_create(r, req, live_tenant, live_user, &scope) != 0) {
         gw_req_free(r);
@@ -211,10 +258,8 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
     }
     add_egress(r, req, p);
     tenancy_dedupe_key(scope, r->id.tenant, r->id.user, req->task_id, p->dedupe, sizeof p->dedupe);
-    r->host = gw_host_for_key(p->dedupe);
+    r->host = create_host(r, holder, p->dedupe, &e);
     if (!r->host || tenancy_new_sandbox_id(r->host->name, p->id, sizeof p->id, &e) != 0) {
-        if (!r->host)
-            sg_err_set(&e, SG_EUNAVAIL, "no sandbox hosts configured");
         gw_req_fail(r, &e);
         wipe_parts(p);
         return;
@@ -258,6 +303,12 @@ static void on_create(rpc_call *c, void *data)
     sg_err e;
     if (tenancy_check_name("task_id", req->task_id, 1, &e) != 0 ||
         tenancy_check_name("template", req->template_, 1, &e) != 0) {
+        gw_req_fail(r, &e);
+        return;
+    }
+    policy_limits lim;
+    if (policy_tenant_limits(r->pol, r->id.tenant, &lim) == 0 &&
+        gw_check_env(req, lim.env_bytes, lim.env_entries, &e) != 0) {
         gw_req_fail(r, &e);
         return;
     }
@@ -325,7 +376,8 @@ static void on_extend(rpc_call *c, void *data)
         gw_req_with_owner(r, extend_owned);
 }
 
-/* ---- List: every host, the caller's own sandboxes only ---- */
+/* ---- List: every serving host, the caller's own sandboxes only; hosts
+ * that could not be asked are named in unreachable_hosts ---- */
 
 static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
                        int failed)
@@ -344,11 +396,19 @@ static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t
                 strcmp(hs->owner->user_id, r->id.user) == 0)
                 items[n++] = hs->sandbox;
         }
+    /* A host that is down is named, so the caller knows the answer is partial. */
+    char *unreachable[GW_MAX_HOSTS];
+    size_t n_unreachable = 0;
+    for (size_t i = 0; i < n_parts && i < GW_MAX_HOSTS; i++)
+        if (!parts[i])
+            unreachable[n_unreachable++] = G.hosts[i].name;
     Sandgate__V1__ListSandboxesResponse out;
     sandgate__v1__list_sandboxes_response__init(&out);
     out.n_sandboxes = n;
     out.sandboxes = items;
-    if (failed && total == 0)
+    out.n_unreachable_hosts = n_unreachable;
+    out.unreachable_hosts = unreachable;
+    if (n_parts > 0 && n_unreachable == n_parts)
         rpc_call_finish(r->in, GRPC_STATUS_UNAVAILABLE, "no sandbox host answered");
     else
         rpc_call_reply(r->in, &out.base);

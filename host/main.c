@@ -21,6 +21,11 @@
 #include "host/files.h"
 #include "host/host.h"
 #include "rpc/health.h"
+#include "rpc/reflection.h"
+
+/* The host API's descriptors, embedded at build time (CMakeLists.txt). */
+extern const unsigned char sg_host_descriptor_set[];
+extern const size_t sg_host_descriptor_set_len;
 
 host_state H = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -213,6 +218,8 @@ int main(int argc, char **argv)
     int port = 0;
     H.srv = rpc_server_create(H.cfg.threads, &err);
     if (!H.srv || host_service_register(H.srv, &err) != 0 ||
+        rpc_reflection_register(H.srv, sg_host_descriptor_set, sg_host_descriptor_set_len,
+                                &err) != 0 ||
         rpc_server_listen(H.srv, listen ? listen : H.cfg.listen, NULL, &port, &err) != 0 ||
         host_loop_start(&err) != 0) {
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
@@ -242,9 +249,7 @@ int main(int argc, char **argv)
     rpc_server_shutdown(H.srv);
     host_loop_stop();
     host_egress_stop();   /* after the loop: no EGRESS can arrive any more */
-    for (size_t i = 0; i < H.n_templates; i++)
-        if (H.templates[i].zygote_pid > 0)
-            kill(H.templates[i].zygote_pid, SIGKILL);
+    host_zygotes_kill();
     rpc_server_destroy(H.srv);
     grpc_shutdown();
     return 0;

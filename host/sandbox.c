@@ -18,6 +18,7 @@
 #include "host/admit.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
+#include "host/rules.h"
 
 #define KILL_RESIGNAL_US 500000
 #define CREATE_TIMEOUT_US (15 * 1000000LL)
@@ -277,36 +278,6 @@ char *host_sandbox_env(const Sandgate__V1__HostCreateRequest *req)
 
 static void on_supervisor(host_watch *w, uint32_t events);
 
-static int valid_env_name(const char *k)
-{
-    if (!*k || strlen(k) > 128)
-        return 0;
-    for (const char *p = k; *p; p++)
-        if (!(*p == '_' || (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-              (p != k && *p >= '0' && *p <= '9')))
-            return 0;
-    return 1;
-}
-
-static int check_create(const Sandgate__V1__HostCreateRequest *req, sg_err *err)
-{
-    const Sandgate__V1__CreateSandboxRequest *r = req->request;
-    if (!r || !req->owner)
-        return sg_err_set(err, SG_EINVAL, "create: request and owner are required");
-    if (strlen(req->sandbox_id) >= HOST_ID_MAX || strlen(req->dedupe_key) >= 400 ||
-        strlen(req->owner->tenant_id) >= 128 || strlen(req->owner->user_id) >= 128 ||
-        strlen(req->owner->task_id) >= 128)
-        return sg_err_set(err, SG_EINVAL, "create: an id is too long");
-    for (const char *p = req->sandbox_id; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
-            return sg_err_set(err, SG_EINVAL, "create: sandbox_id has a character other than [a-z0-9_-]");
-    for (size_t i = 0; i < r->n_env; i++)
-        if (!valid_env_name(r->env[i]->key))
-            return sg_err_set(err, SG_EINVAL, "create: env name \"%.64s\" is not a valid variable name",
-                              r->env[i]->key);
-    return 0;
-}
-
 /* 128 random bits from getrandom(2): no fd to open, so it works with the
  * fd table full. GRND_NONBLOCK: only before the kernel's pool is seeded
  * (early boot) does it fail, and then the create fails, never the host. */
@@ -460,7 +431,7 @@ int host_sandbox_launch(host_sandbox *sb, host_template *t, const char *env, int
 
 int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err)
 {
-    if (check_create(req, err) != 0)
+    if (host_check_create(req, err) != 0)
         return err->code;
     host_template *t = host_template_find(req->request->template_);
     if (!t)

@@ -2,7 +2,7 @@
  * decodes, takes H.mu for the table, and either answers at once or hands
  * the call to the sandbox/context/exec that answers it from the I/O loop.
  * The gateway has authenticated and applied policy; the host checks shape
- * and state. */
+ * (every string field again, host_unpack: rules.c) and state. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,7 @@
 #include "host/admit.h"
 #include "host/files.h"
 #include "host/host.h"
+#include "host/rules.h"
 #include "rpc/health.h"
 
 #define UNPACK(type, fn, call)                                                              \
@@ -17,7 +18,7 @@
         size_t len_;                                                                        \
         const uint8_t *buf_ = rpc_call_request(call, &len_);                                \
         sg_err e_;                                                                          \
-        type *m_ = (type *)rpc_unpack(&fn##__descriptor, buf_, len_, &e_);                  \
+        type *m_ = (type *)host_unpack(&fn##__descriptor, buf_, len_, &e_);                  \
         if (!m_)                                                                            \
             rpc_call_fail(call, &e_);                                                       \
         m_;                                                                                 \
@@ -159,7 +160,7 @@ static void on_sandbox_op(rpc_call *c, void *data)
     size_t len;
     const uint8_t *buf = rpc_call_request(c, &len);
     sg_err err;
-    ProtobufCMessage *m = rpc_unpack(op->desc, buf, len, &err);
+    ProtobufCMessage *m = host_unpack(op->desc, buf, len, &err);
     if (!m) {
         rpc_call_fail(c, &err);
         return;

@@ -288,8 +288,9 @@ static const char *symlink_ok(const char *s)
 
 static void host_template(cctx *c, const ynode *m, const char *path, config_template *t)
 {
-    static const char *const keys[] = {"name",     "python",  "preload", "ro_binds",
-                                       "symlinks", "contain", "pool",    NULL};
+    static const char *const keys[] = {"name",    "python",       "preload",
+                                       "ro_binds", "symlinks",    "contain",
+                                       "pool",    "rotate_forks", "rotate_after", NULL};
     ymap_check(&c->d, m, path, keys);
     char sub[YPATH_MAX];
     t->name = req_str(c, m, path, "name");
@@ -307,6 +308,12 @@ static void host_template(cctx *c, const ynode *m, const char *path, config_temp
     uint32_t pool = CONFIG_POOL_DEFAULT;
     opt_u32(c, m, path, "pool", 0, CONFIG_POOL_MAX, &pool);
     t->pool = (int)pool;
+    t->rotate_forks = CONFIG_ROTATE_FORKS_DEFAULT;
+    opt_u32(c, m, path, "rotate_forks", 0, CONFIG_ROTATE_FORKS_MAX, &t->rotate_forks);
+    t->rotate_after = CONFIG_ROTATE_AFTER_DEFAULT;
+    ypath_key(sub, sizeof sub, path, "rotate_after");
+    if (ymap_get(m, "rotate_after"))
+        y_duration(&c->d, ymap_get(m, "rotate_after"), sub, &t->rotate_after);
 }
 
 /* reserve: {fds, memory, pids} — what admission control keeps free. */

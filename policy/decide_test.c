@@ -284,6 +284,8 @@ static void test_defaults(void **state)
     assert_int_equal(l.disk_bytes, 256ull << 20);
     assert_int_equal(l.file_bytes, 16ull << 20);
     assert_int_equal(l.egress_bytes, 64ull << 20);
+    assert_int_equal(l.env_bytes, 64 << 10);
+    assert_int_equal(l.env_entries, 256);
     assert_int_equal(l.max_sandboxes_tenant, 100);
     assert_int_equal(l.max_sandboxes_user, 10);
     assert_int_equal(l.max_concurrent_actions, 32);

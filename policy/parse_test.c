@@ -57,6 +57,14 @@ static const golden goldens[] = {
      "defaults:\n  limits:\n    pids: 0\n",
      "p.yaml:3:11: defaults.limits.pids: must be greater than 0\n",
      "a zero cap would break every sandbox"},
+    {"env limits above their ceilings",
+     "defaults:\n  limits:\n    env_bytes: 1MiB\n    env_entries: 5000\n"
+     T "tenants:\n  - id: a\n    limits: {env_bytes: 0}\n",
+     "p.yaml:3:16: defaults.limits.env_bytes: must be at most 131072 (128KiB), the most a "
+     "sandbox's environment may hold\n"
+     "p.yaml:4:18: defaults.limits.env_entries: 5000 is out of range, expected at most 1024\n"
+     "p.yaml:9:25: tenants[0].limits.env_bytes: must be greater than 0\n",
+     "the host could not carry more"},
     {"ttl above ttl_max",
      "defaults:\n  limits:\n    ttl: 2h\n",
      "p.yaml:3:10: defaults.limits.ttl: ttl 7200s is above ttl_max 3600s\n",

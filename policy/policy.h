@@ -77,12 +77,21 @@ typedef struct policy_limits {
     uint64_t disk_bytes;
     uint64_t file_bytes;           /* ReadFile/WriteFile cap */
     uint64_t egress_bytes;         /* per sandbox */
+    uint64_t env_bytes;            /* CreateSandbox env: names + values, summed */
+    uint32_t env_entries;          /* CreateSandbox env: variables */
     uint32_t max_sandboxes_tenant; /* live sandboxes */
     uint32_t max_sandboxes_user;
     uint32_t max_concurrent_actions;
     double rate_per_s;             /* token bucket refill */
     uint32_t rate_burst;
 } policy_limits;
+
+/* env limits: the defaults, and the ceilings a policy may not exceed (the
+ * host enforces the ceilings itself, whatever the gateway sent). */
+#define POLICY_ENV_BYTES_DEFAULT (64u << 10)
+#define POLICY_ENV_BYTES_MAX (128u << 10)
+#define POLICY_ENV_ENTRIES_DEFAULT 256u
+#define POLICY_ENV_ENTRIES_MAX 1024u
 
 /* The limits that apply to a tenant (defaults overlaid by its overrides). */
 int policy_tenant_limits(const policy *p, const char *tenant, policy_limits *out);

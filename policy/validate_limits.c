@@ -9,7 +9,8 @@
 
 static const char *const limit_keys[] = {
     "action_timeout", "ttl", "ttl_max", "idle_timeout", "output_bytes", "memory",
-    "cpu_millis", "pids", "disk", "file_bytes", "egress_bytes", NULL};
+    "cpu_millis", "pids", "disk", "file_bytes", "egress_bytes", "env_bytes", "env_entries",
+    NULL};
 static const char *const quota_keys[] = {
     "sandboxes_per_tenant", "sandboxes_per_user", "concurrent_actions", "rate_per_s",
     "rate_burst", NULL};
@@ -20,7 +21,8 @@ static void default_limits(policy_limits *l)
         .action_timeout_s = 30, .ttl_s = 600, .ttl_max_s = 3600, .idle_timeout_s = 300,
         .output_bytes = 64 << 10, .memory_bytes = 512ull << 20, .cpu_millis = 1000,
         .pids = 128, .disk_bytes = 256ull << 20, .file_bytes = 16ull << 20,
-        .egress_bytes = 64ull << 20, .max_sandboxes_tenant = 100, .max_sandboxes_user = 10,
+        .egress_bytes = 64ull << 20, .env_bytes = POLICY_ENV_BYTES_DEFAULT,
+        .env_entries = POLICY_ENV_ENTRIES_DEFAULT, .max_sandboxes_tenant = 100, .max_sandboxes_user = 10,
         .max_concurrent_actions = 32, .rate_per_s = 20, .rate_burst = 40};
 }
 
@@ -73,6 +75,16 @@ void pol_read_limits(pol_vctx *v, const ynode *m, const char *path, policy_limit
         SIZE("disk", disk_bytes, POL_LIM_DISK)
         SIZE("file_bytes", file_bytes, POL_LIM_FILE)
         SIZE("egress_bytes", egress_bytes, POL_LIM_EGRESS)
+        /* The env rides to the sandbox in one message and into every execve:
+         * the ceilings keep both within what the host can carry. */
+        else if (strcmp(k, "env_bytes") == 0) {
+            ok = y_size(v->d, val, sub, &u64) == 0 && positive64(v, val, sub, u64) == 0;
+            if (ok && u64 > POLICY_ENV_BYTES_MAX)
+                pol_err(v->d, val, sub, "must be at most %u (128KiB), the most a sandbox's "
+                        "environment may hold", (unsigned)POLICY_ENV_BYTES_MAX);
+            else if (ok) { l->env_bytes = u64; *set |= POL_LIM_ENV_BYTES; }
+        }
+        U32("env_entries", env_entries, POL_LIM_ENV_ENTRIES, POLICY_ENV_ENTRIES_MAX)
         (void)ok;
     }
 }

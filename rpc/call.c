@@ -166,6 +166,52 @@ void rpc_call_on_cancel(rpc_call *c, void (*cb)(void *arg), void *arg)
         cb(arg);
 }
 
+/* ---- receiving (stream methods) ---- */
+
+static void on_recv_done(void *arg, int ok)
+{
+    rpc_call *c = arg;
+    pthread_mutex_lock(&c->mu);
+    grpc_byte_buffer *bb = c->recv_buf;
+    c->recv_buf = NULL;
+    c->receiving = 0;
+    void (*cb)(void *, grpc_byte_buffer *) = c->on_recv;
+    void *cb_arg = c->recv_arg;
+    pthread_mutex_unlock(&c->mu);
+    if (!ok && bb) {
+        grpc_byte_buffer_destroy(bb);
+        bb = NULL;
+    }
+    cb(cb_arg, bb);
+    rpc_call_unref(c);   /* the read's ref */
+}
+
+int rpc_call_recv(rpc_call *c, void (*on_recv)(void *arg, grpc_byte_buffer *bb), void *arg)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->receiving || !c->method->stream_in) {
+        pthread_mutex_unlock(&c->mu);
+        return -1;
+    }
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &c->recv_buf;
+    c->on_recv = on_recv;
+    c->recv_arg = arg;
+    c->receiving = 1;
+    c->recv_tag = (rpc_tag){on_recv_done, c};
+    rpc_call_ref(c);
+    if (grpc_call_start_batch(c->call, &op, 1, &c->recv_tag, NULL) != GRPC_CALL_OK) {
+        c->receiving = 0;
+        pthread_mutex_unlock(&c->mu);
+        atomic_fetch_sub(&c->refs, 1);   /* the caller holds one */
+        return -1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
 /* ---- sending ---- */
 
 static void out_free(rpc_out *o)

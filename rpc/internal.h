@@ -13,6 +13,7 @@ typedef struct rpc_method {
     rpc_handler_fn fn;
     void *data;
     void *registered;   /* grpc's handle for the method */
+    int stream_in;      /* client streams: no payload is read before dispatch */
 } rpc_method;
 
 /* One queued send: a message, a status, or both (unary reply). */
@@ -56,6 +57,13 @@ struct rpc_call {
     int md_sent;
     int status_queued;
     rpc_tag send_tag;
+
+    /* receiving, for methods whose client streams (rpc_call_recv) */
+    grpc_byte_buffer *recv_buf;       /* written by grpc; handed to on_recv */
+    rpc_tag recv_tag;
+    int receiving;                    /* under mu: a RECV_MESSAGE is on the wire */
+    void (*on_recv)(void *arg, grpc_byte_buffer *bb);
+    void *recv_arg;
 };
 
 /* ops[0..3] of a client call: metadata, the one request, half-close, and

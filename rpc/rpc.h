@@ -45,6 +45,14 @@ rpc_server *rpc_server_create(int threads, sg_err *err);
 int rpc_server_add_method(rpc_server *s, const char *path, rpc_handler_fn fn, void *data,
                           sg_err *err);
 /* addr "127.0.0.1:0" picks a port; *port receives it. creds NULL = insecure. */
+/* The same for a method whose client streams (client- or bidi-streaming):
+ * the handler runs with no request read; it reads with rpc_call_recv. */
+int rpc_server_add_stream_method(rpc_server *s, const char *path, rpc_handler_fn fn,
+                                 void *data, sg_err *err);
+/* The distinct services of the registered methods ("pkg.Service"), in
+ * registration order; returns how many were written to out. */
+#define RPC_SERVICE_MAX 128
+size_t rpc_server_services(rpc_server *s, char (*out)[RPC_SERVICE_MAX], size_t cap);
 int rpc_server_listen(rpc_server *s, const char *addr, grpc_server_credentials *creds,
                       int *port, sg_err *err);
 int rpc_server_start(rpc_server *s, sg_err *err);
@@ -77,6 +85,12 @@ void rpc_call_watch_close(rpc_call *c);
 /* cb runs once, on a loop thread, when the client cancels or the call ends
  * abnormally; immediately if that already happened. */
 void rpc_call_on_cancel(rpc_call *c, void (*cb)(void *arg), void *arg);
+
+/* Read the client's next message (stream methods only; one read at a time).
+ * on_recv(arg, bb) runs on a loop thread with the message, which it owns,
+ * or NULL when the client half-closed or the call died. Returns -1 if a
+ * read is already pending or cannot start (on_recv is then not called). */
+int rpc_call_recv(rpc_call *c, void (*on_recv)(void *arg, grpc_byte_buffer *bb), void *arg);
 
 /* Queue a message (takes ownership of bb). on_sent(arg, ok) runs when it is on
  * the wire (ok=0: the call died). Returns -1 once a status was queued. */

@@ -60,22 +60,55 @@ rpc_server *rpc_server_create(int threads, sg_err *err)
     return s;
 }
 
-int rpc_server_add_method(rpc_server *s, const char *path, rpc_handler_fn fn, void *data,
-                          sg_err *err)
+static int add_method(rpc_server *s, const char *path, rpc_handler_fn fn, void *data,
+                      int stream_in, sg_err *err)
 {
     if (s->started || s->n_methods == RPC_MAX_METHODS)
         return sg_err_set(err, SG_EINTERNAL, "rpc_server_add_method(%s): too late or too many",
                           path);
     rpc_method *m = &s->methods[s->n_methods];
-    m->registered = grpc_server_register_method(s->server, path, NULL,
-                                                GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    m->registered = grpc_server_register_method(
+        s->server, path, NULL,
+        stream_in ? GRPC_SRM_PAYLOAD_NONE : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     if (!m->registered)
         return sg_err_set(err, SG_EINTERNAL, "grpc_server_register_method(%s) failed", path);
     m->path = strdup(path);
     m->fn = fn;
     m->data = data;
+    m->stream_in = stream_in;
     s->n_methods++;
     return 0;
+}
+
+int rpc_server_add_method(rpc_server *s, const char *path, rpc_handler_fn fn, void *data,
+                          sg_err *err)
+{
+    return add_method(s, path, fn, data, 0, err);
+}
+
+int rpc_server_add_stream_method(rpc_server *s, const char *path, rpc_handler_fn fn,
+                                 void *data, sg_err *err)
+{
+    return add_method(s, path, fn, data, 1, err);
+}
+
+size_t rpc_server_services(rpc_server *s, char (*out)[RPC_SERVICE_MAX], size_t cap)
+{
+    size_t n = 0;
+    for (int i = 0; i < s->n_methods; i++) {
+        const char *p = s->methods[i].path + 1, *slash = strchr(p, '/');
+        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if (len >= RPC_SERVICE_MAX)
+            continue;
+        size_t k = 0;
+        while (k < n && !(strlen(out[k]) == len && strncmp(out[k], p, len) == 0))
+            k++;
+        if (k < n || n == cap)
+            continue;
+        memcpy(out[n], p, len);
+        out[n++][len] = 0;
+    }
+    return n;
 }
 
 int rpc_server_listen(rpc_server *s, const char *addr, grpc_server_credentials *creds,
@@ -144,8 +177,8 @@ static void arm_method(rpc_server *s, rpc_method *m)
     rpc_call *c = rpc_call_new(s, m);
     c->new_tag = (rpc_tag){on_new_call, c};
     grpc_call_error e = grpc_server_request_registered_call(
-        s->server, m->registered, &c->call, &c->deadline, &c->md, &c->payload, s->cq, s->cq,
-        &c->new_tag);
+        s->server, m->registered, &c->call, &c->deadline, &c->md,
+        m->stream_in ? NULL : &c->payload, s->cq, s->cq, &c->new_tag);
     if (e != GRPC_CALL_OK) {
         fprintf(stderr, "rpc: request_registered_call(%s): error %d\n", m->path, e);
         rpc_call_free_unstarted(c);

@@ -1,0 +1,80 @@
+/* rules.c — the gateway's table of field rules for every sandgate.v1
+ * request (sandgate.proto documents them), and the env limit check. The
+ * walk itself is rpc/validate.c. Lengths are bytes:
+ *   ids (user_id, task_id, template, context_id, secret names): 127, no
+ *     space or control character; sandbox_id: 79 of [a-z0-9_-];
+ *   env names: [A-Za-z_][A-Za-z0-9_]*, 128; egress hosts: 253; paths: 4095;
+ *   user_token: 1023; code and command: the message size limit only.
+ * Every string is valid UTF-8 without NUL. */
+#include <string.h>
+
+#include "gateway/rules.h"
+#include "policy/policy.h"
+
+#define ID_MAX 127         /* TENANCY_NAME_MAX - 1 */
+#define SANDBOX_ID_MAX 79  /* the host's HOST_ID_MAX - 1 */
+#define PATH_MAX_BYTES 4095
+#define NO_LIMIT UINT32_MAX
+
+#define SANDBOX_ID {"sandbox_id", RPC_CS_SANDBOX_ID, SANDBOX_ID_MAX}
+#define USER_ID {"user_id", RPC_CS_ID, ID_MAX}
+
+static const rpc_field_rule create_fields[] = {
+    {"template", RPC_CS_ID, ID_MAX},
+    USER_ID,
+    {"task_id", RPC_CS_ID, ID_MAX},
+    {"env.key", RPC_CS_ENV_NAME, 128},
+    {"env.value", RPC_CS_TEXT, POLICY_ENV_BYTES_MAX},
+    {"egress.host", RPC_CS_ID, 253},
+    {"secrets", RPC_CS_ID, ID_MAX},
+    {"user_token", RPC_CS_ID, 1023},
+};
+static const rpc_field_rule ref_fields[] = {SANDBOX_ID, USER_ID};
+static const rpc_field_rule list_fields[] = {USER_ID};
+static const rpc_field_rule context_fields[] = {SANDBOX_ID, USER_ID,
+                                                {"language", RPC_CS_ID, 32}};
+static const rpc_field_rule run_fields[] = {SANDBOX_ID, USER_ID,
+                                            {"context_id", RPC_CS_ID, ID_MAX},
+                                            {"code", RPC_CS_TEXT, NO_LIMIT}};
+static const rpc_field_rule exec_fields[] = {SANDBOX_ID, USER_ID,
+                                             {"command", RPC_CS_TEXT, NO_LIMIT}};
+static const rpc_field_rule file_fields[] = {SANDBOX_ID, USER_ID,
+                                             {"path", RPC_CS_TEXT, PATH_MAX_BYTES}};
+
+#define N(a) (sizeof a / sizeof a[0])
+/* default_max: a string field added later without a row still gets a bound. */
+static const rpc_rules table[] = {
+    {&sandgate__v1__create_sandbox_request__descriptor, create_fields, N(create_fields), 4096},
+    {&sandgate__v1__get_sandbox_request__descriptor, ref_fields, N(ref_fields), 4096},
+    {&sandgate__v1__list_sandboxes_request__descriptor, list_fields, N(list_fields), 4096},
+    {&sandgate__v1__kill_sandbox_request__descriptor, ref_fields, N(ref_fields), 4096},
+    {&sandgate__v1__extend_sandbox_request__descriptor, ref_fields, N(ref_fields), 4096},
+    {&sandgate__v1__create_context_request__descriptor, context_fields, N(context_fields), 4096},
+    {&sandgate__v1__run_code_request__descriptor, run_fields, N(run_fields), 4096},
+    {&sandgate__v1__exec_request__descriptor, exec_fields, N(exec_fields), 4096},
+    {&sandgate__v1__write_file_request__descriptor, file_fields, N(file_fields), 4096},
+    {&sandgate__v1__read_file_request__descriptor, file_fields, N(file_fields), 4096},
+};
+
+const rpc_rules *gw_rules_for(const ProtobufCMessageDescriptor *d)
+{
+    return rpc_rules_find(table, N(table), d);
+}
+
+int gw_check_env(const Sandgate__V1__CreateSandboxRequest *req, uint64_t max_bytes,
+                 uint32_t max_entries, sg_err *err)
+{
+    if (max_entries && req->n_env > max_entries)
+        return sg_err_set(err, SG_EINVAL,
+                          "env: %zu variables; the policy limit is %u (limits.env_entries)",
+                          req->n_env, max_entries);
+    uint64_t total = 0;
+    for (size_t i = 0; i < req->n_env; i++)
+        total += strlen(req->env[i]->key) + strlen(req->env[i]->value);
+    if (max_bytes && total > max_bytes)
+        return sg_err_set(err, SG_EINVAL,
+                          "env: %llu bytes (names and values); the policy limit is %llu "
+                          "(limits.env_bytes)",
+                          (unsigned long long)total, (unsigned long long)max_bytes);
+    return 0;
+}
