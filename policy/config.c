@@ -361,8 +361,9 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
         close_tree(&c);
         return SG_EINVAL;
     }
-    static const char *const keys[] = {"listen", "name", "threads", "runtime_dir", "cgroup_root",
-                                       "uid_base", "max_sandboxes", "reserve", "templates",
+    static const char *const keys[] = {"listen", "name", "threads", "runtime_dir", "state_dir",
+                                       "cgroup_root", "uid_base", "max_sandboxes", "reserve",
+                                       "templates",
                                        NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
@@ -378,6 +379,9 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
     out->cgroup_root = opt_str(&c, root, "", "cgroup_root", "/sys/fs/cgroup");
     if (out->runtime_dir && out->runtime_dir[0] != '/')
         pol_err(&c.d, ymap_get(root, "runtime_dir"), "runtime_dir", "expected an absolute path");
+    out->state_dir = opt_str(&c, root, "", "state_dir", NULL);
+    if (out->state_dir && out->state_dir[0] != '/')
+        pol_err(&c.d, ymap_get(root, "state_dir"), "state_dir", "expected an absolute path");
     if (out->cgroup_root && out->cgroup_root[0] != '/')
         pol_err(&c.d, ymap_get(root, "cgroup_root"), "cgroup_root", "expected an absolute path");
     out->uid_base = 200000;
@@ -409,6 +413,7 @@ void config_host_cleanup(config_host *h)
     free(h->listen);
     free(h->name);
     free(h->runtime_dir);
+    free(h->state_dir);
     free(h->cgroup_root);
     for (size_t i = 0; i < h->n_templates; i++) {
         config_template *t = &h->templates[i];

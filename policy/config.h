@@ -93,6 +93,9 @@ typedef struct config_host {
     char *name;
     int threads;
     char *runtime_dir;
+    /* The sandbox journal (host/journal.c); NULL = "<runtime_dir>/state".
+     * Put it on a disk that outlives a reboot (e.g. /var/lib/sandgate). */
+    char *state_dir;
     char *cgroup_root;
     uint32_t uid_base;
     uint32_t max_sandboxes;
