@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "host/journal.h"
 #include "policy/config.h"
 #include "rpc/rpc.h"
 #include "sandgate/v1/host.pb-c.h"
