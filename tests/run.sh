@@ -8,11 +8,12 @@ cd "$repo"
 ./deploy/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
-# The policy loader's libFuzzer target needs clang; run it briefly too.
+# The libFuzzer targets need clang: the policy loader, and every request's
+# decode + validation at the gateway and at the host. Each runs briefly.
 if command -v clang >/dev/null 2>&1; then
   cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build build-fuzz -j"$(nproc)" --target policy_fuzz
-  (cd build-fuzz && ctest --output-on-failure -R policy_fuzz_smoke)
+  cmake --build build-fuzz -j"$(nproc)" --target policy_fuzz gateway_fuzz host_fuzz
+  (cd build-fuzz && ctest --output-on-failure -R '^(policy|gateway|host)_fuzz_smoke$')
 fi
 cd build
 ctest --output-on-failure --timeout 900 "$@"
