@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the seed corpus for gateway_fuzz and host_fuzz (tests/fuzz/corpus/).
+"""Writes the seed corpus for gateway_request_fuzz and host_request_fuzz (tests/fuzz/corpus/).
 
 Each file: one selector byte (the message's index in the target's table),
 then the message's wire bytes, encoded by hand so the seeds can hold what a
@@ -42,7 +42,7 @@ WRITE = REF + ld(3, "dir/a.txt") + ld(4, b"\x00\x01data") + vi(5, 0o644)
 READ = REF + ld(3, "dir/a.txt")
 CONTEXT = REF + ld(3, "python")
 
-gateway = [  # index = position in gateway_fuzz.c's msgs[]
+gateway = [  # index = position in gateway_request_fuzz.c's msgs[]
     (0, "create", CREATE), (0, "create_env_nul", ld(5, ld(1, "A") + ld(2, b"a\0b"))),
     (0, "create_user_utf8", ld(2, b"al\xe9")), (1, "get", REF),
     (1, "get_nul", ld(1, SID + "\0junk")), (2, "list", ld(1, "alice")),
@@ -56,7 +56,7 @@ RULE = ld(1, "tenants.acme.network[0]") + ld(2, "*.pypi.org") + ld(4, varint(443
 SECRET = ld(1, "db") + ld(2, "DB_PASSWORD") + ld(3, b"s3cret")
 HCREATE = (ld(1, CREATE) + ld(2, OWNER) + ld(3, LIMITS) + ld(4, RULE) + ld(5, SECRET) +
            ld(6, SID) + ld(7, "task\x1facme\x1falice\x1ftask-1") + vi(8, 1 << 20) + vi(9, 100))
-host = [  # index = position in host_fuzz.c's msgs[]
+host = [  # index = position in host_request_fuzz.c's msgs[]
     (0, "create", HCREATE), (0, "create_owner_nul", ld(1, CREATE) + ld(2, ld(2, b"a\0evil"))),
     (0, "create_env_ctrl", ld(1, ld(5, ld(1, "A") + ld(2, "\x01" * 300))) + ld(2, OWNER)),
     (1, "ref", ld(1, SID)), (2, "list", ld(1, "acme") + ld(2, "alice")),
@@ -64,7 +64,7 @@ host = [  # index = position in host_fuzz.c's msgs[]
     (5, "run", RUN), (6, "exec", EXEC), (7, "write", WRITE), (8, "read", READ),
 ]
 
-for side, seeds in (("gateway", gateway), ("host", host)):
+for side, seeds in (("gateway_request_fuzz", gateway), ("host_request_fuzz", host)):
     d = os.path.join(HERE, "corpus", side)
     os.makedirs(d, exist_ok=True)
     for idx, name, wire in seeds:

@@ -1,8 +1,8 @@
-/* gateway_fuzz.c — libFuzzer target for every public request's decode and
+/* gateway_request_fuzz.c — libFuzzer target for every public request's decode and
  * validation as gw_req_begin runs them (gateway/rules.c over
  * rpc/validate.c), then the create's env limit check. Input: a selector
  * byte choosing the message (mod 10), then its wire bytes. Seed corpus:
- * tests/fuzz/corpus/gateway (make_corpus.py). */
+ * tests/fuzz/corpus/gateway_request_fuzz (make_corpus.py). */
 #include <stdint.h>
 
 #include "gateway/rules.h"

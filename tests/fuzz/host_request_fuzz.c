@@ -1,8 +1,8 @@
-/* host_fuzz.c — libFuzzer target for every sandgate.v1.Host request's
+/* host_request_fuzz.c — libFuzzer target for every sandgate.v1.Host request's
  * decode and validation as host_unpack runs them (host/rules.c over
  * rpc/validate.c), then a create's shape check (host_check_create).
  * Input: a selector byte choosing the message (mod 9), then its wire
- * bytes. Seed corpus: tests/fuzz/corpus/host (make_corpus.py). */
+ * bytes. Seed corpus: tests/fuzz/corpus/host_request_fuzz (make_corpus.py). */
 #include <stdint.h>
 
 #include "host/rules.h"
