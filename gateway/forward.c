@@ -7,6 +7,7 @@
  * the reply and status to the client in one batch. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "gateway/gw.h"
 
@@ -15,6 +16,8 @@ typedef struct gw_fwd {
     rpc_fwd *out;       /* owned by rpc_fwd; valid until on_done */
     gw_fwd_opts opts;
     grpc_byte_buffer *last;   /* owned: the held last message (opts.last_field) */
+    const char *method;       /* borrowed: a string literal */
+    struct timespec started;  /* monotonic */
 } gw_fwd;
 
 static const char *host_details(grpc_status_code code, const char *details)
@@ -27,6 +30,10 @@ static const char *host_details(grpc_status_code code, const char *details)
 
 static void fwd_end(gw_fwd *f, grpc_status_code code)
 {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    gw_metrics_forward(f->method, (double)(now.tv_sec - f->started.tv_sec) +
+                                      (double)(now.tv_nsec - f->started.tv_nsec) / 1e9);
     if (f->opts.on_done)
         f->opts.on_done(f->opts.arg, code);
     rpc_call_unref(f->in);
@@ -95,6 +102,8 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
     gw_fwd *f = calloc(1, sizeof *f);
     f->in = rpc_call_ref(in);
     f->opts = *opts;
+    f->method = method;
+    clock_gettime(CLOCK_MONOTONIC, &f->started);
     sg_err err;
     /* A client's cancel must reach the host (a long RunCode is interrupted). */
     rpc_call_watch_close(in);
