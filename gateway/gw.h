@@ -20,6 +20,9 @@ typedef struct gw_host {
     grpc_channel *channel;      /* owned */
     atomic_int serving;         /* GW_HOST_*: health.c writes, anyone reads */
     atomic_int checking;        /* health.c: a Check is in flight */
+    int misses;                 /* health.c only: Checks in a row past their deadline */
+    int reporting;              /* health.c only: a load report is in flight */
+    int64_t next_report_ms;     /* health.c only: when to ask for the next */
 } gw_host;
 
 enum { GW_HOST_UNKNOWN = 0, GW_HOST_SERVING = 1, GW_HOST_NOT_SERVING = 2 };
@@ -43,9 +46,16 @@ policy *gw_policy_acquire(void);   /* one ref; policy_unref when the call ends *
 void gw_policy_watch_start(void);  /* SIGHUP and file-change watch thread */
 
 /* health.c — every host's grpc.health.v1 Check, every GW_HEALTH_PERIOD_MS
- * with a GW_HEALTH_DEADLINE_MS deadline, on a thread of its own. */
-#define GW_HEALTH_PERIOD_MS 250
-#define GW_HEALTH_DEADLINE_MS 500
+ * with a GW_HEALTH_DEADLINE_MS deadline, on a thread of its own. A host is
+ * NOT_SERVING at once when it says so or cannot be reached, and after
+ * GW_HEALTH_MISSES Checks in a row miss their deadline (one slow answer on
+ * a busy machine is not an outage): a SIGSTOPped host is out within ~1.2 s. */
+#define GW_HEALTH_PERIOD_MS 200
+#define GW_HEALTH_DEADLINE_MS 400
+#define GW_HEALTH_MISSES 2
+/* ...and, while it is SERVING, every GW_LOAD_REPORT_MS its load report:
+ * every tenant's live sandboxes, for the cached quota counts (counts.c). */
+#define GW_LOAD_REPORT_MS 1000
 /* Nonzero while the host's last Check answered SERVING in time. A host not
  * yet checked, stopped, wedged or down reads 0. Lock-free; any thread. */
 int gw_host_serving(const gw_host *h);
@@ -80,6 +90,7 @@ typedef struct gw_fwd_opts {
     void (*on_done)(void *arg, grpc_status_code code);   /* optional */
     void *arg;
     double timeout_s;           /* bound on the host call; the client's deadline also applies */
+    const char *sandbox_id;     /* borrowed (lives as long as arg): named in a lost answer */
 } gw_fwd_opts;
 
 void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMessage *req,
@@ -95,9 +106,25 @@ void gw_metrics_forward(const char *method, double seconds);
 void gw_metrics_decision(const char *action, int allow);
 void gw_metrics_reload(int ok);
 
-/* status.c: fail a call with a reason the agent can parse */
+/* status.c: fail a call with a reason the agent can parse and text that
+ * names nothing internal (addresses, paths, library errors are logged) */
 void gw_fail(rpc_call *c, const sg_err *e);
 void gw_fail_policy(rpc_call *c, int code, const char *reason, const char *rule,
                     const char *message, const char *asked);
+/* What an id that never existed gets (and so does anyone else's sandbox). */
+void gw_fail_not_found(rpc_call *c);
+/* UNAVAILABLE, reason HOST_UNAVAILABLE: the same for every caller and id. */
+void gw_fail_host_unavailable(rpc_call *c);
+/* INTERNAL with a fixed text; what and e are logged. */
+void gw_fail_internal(rpc_call *c, const char *what, const sg_err *e);
+/* NOT_FOUND, reason SANDBOX_LOST: only ever to the sandbox's owner. */
+void gw_fail_lost(rpc_call *c, const char *sandbox_id, const char *lost_at);
+/* The host's ErrorInfo when its status says the sandbox was lost to a host
+ * restart (NOT_FOUND, SANDBOX_LOST; metadata names the owner), else NULL.
+ * Free with protobuf_c_message_free_unpacked. */
+Sandgate__V1__ErrorInfo *gw_host_lost_info(grpc_status_code code, const rpc_trailer *t);
+/* A host call failed: answer c with the public form of its status. */
+void gw_fail_from_host(rpc_call *c, const gw_host *h, const char *method, const char *sandbox_id,
+                       grpc_status_code code, const char *details, const rpc_trailer *t);
 
 #endif

@@ -125,7 +125,9 @@ static int add_secrets(gw_req *r, const Sandgate__V1__CreateSandboxRequest *req,
         size_t len;
         sg_err e;
         if (policy_secret_value(&grants[i], p->values[i], SECRET_MAX, &len, &e) != 0) {
-            /* The message names the secret and its source, never a value. */
+            /* The log names the secret and its source (a path or variable),
+             * the caller only the secret; never a value. */
+            fprintf(stderr, "sandgate: create: %s\n", e.msg);
             sg_err_set(&e, SG_EUNAVAIL, "secret %s cannot be read by the gateway", grants[i].name);
             gw_req_fail(r, &e);
             return -1;
@@ -409,7 +411,7 @@ static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t
     out.n_unreachable_hosts = n_unreachable;
     out.unreachable_hosts = unreachable;
     if (n_parts > 0 && n_unreachable == n_parts)
-        rpc_call_finish(r->in, GRPC_STATUS_UNAVAILABLE, "no sandbox host answered");
+        gw_fail_host_unavailable(r->in);
     else
         rpc_call_reply(r->in, &out.base);
     free(items);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "host/journal.h"
 #include "policy/config.h"
 #include "rpc/rpc.h"
 #include "sandgate/v1/host.pb-c.h"
@@ -83,6 +84,7 @@ struct host_ctx {
     host_run *queue, *queue_tail;  /* waiting runs; owned */
     rpc_call *create_call;   /* owned ref: a CreateContext waiting for the fds */
     uint32_t join_job;       /* a JOIN at the zygote in flight (context.c); 0 none */
+    uint32_t join_gen;       /* the generation of the zygote it went to */
     int join_fds[3];         /* owned while join_job: host end, out_r, err_r */
     int restarts;
     char lost_reason[256];   /* why the last instance died, reported to the run */
@@ -129,20 +131,39 @@ struct host_sandbox {
     /* warm pool (sandbox.c): a sandbox created ahead of any request */
     int pooled;                      /* 1 while in its template's pool list */
     int pool_ready;                  /* POOLED received: contained, context held */
+    uint32_t zygote_gen;             /* the zygote generation it was forked from */
     char *activate_json;             /* owned, wiped: ACTIVATE to send once ready */
     host_sandbox *pool_next;         /* template pool chain */
     struct egress_sandbox *egress;   /* owned: its proxy entry when granted egress (egress.c) */
 };
 
-typedef struct host_template {
+typedef struct host_template host_template;
+
+/* One exec of zygote.py: a generation of the template's address-space
+ * layout and str hash secret (zygote.c says when one replaces another). */
+typedef struct host_zygote {
+    struct host_zygote *next;        /* the template's retiring list */
+    host_template *t;                /* borrowed: the owner */
+    uint32_t gen;                    /* 1, 2, … per template */
+    pid_t pid;                       /* 0 once reaped */
+    host_watch sock;                 /* channel; fd -1 once closed */
+    int ready;                       /* HELLO seen */
+    uint32_t uses;                   /* sandboxes of this generation given to a request */
+    uint32_t joins;                  /* JOINs sent and not answered */
+    int64_t born_us, first_use_us;   /* monotonic; first_use 0 = none yet */
+    int64_t retire_us;               /* retiring since (0 = not retiring) */
+} host_zygote;
+
+struct host_template {
     config_template *cfg;            /* borrowed from the config */
-    pid_t zygote_pid;
-    host_watch sock;                 /* zygote channel; fd -1 while down */
-    int64_t restart_at_us;
+    host_zygote *zygote;             /* owned: the serving one; NULL while down */
+    host_zygote *next;               /* owned: warming up to replace it, or NULL */
+    host_zygote *retiring;           /* owned: replaced ones still finishing */
+    uint32_t gens;                   /* the last generation started */
+    int64_t restart_at_us;           /* a dead zygote's (or failed successor's) retry */
     int restarts;
     host_sandbox *pool;              /* warm pool, oldest first (sandbox.c) */
-    int zygote_ready;                /* HELLO seen from the running zygote */
-} host_template;
+};
 
 typedef struct host_state {
     pthread_mutex_t mu;
@@ -176,7 +197,17 @@ void host_watch_close(host_watch *w);
 /* zygote.c */
 int host_zygotes_start(sg_err *err);
 void host_zygotes_tick(int64_t now_us);
+void host_zygote_reaped(pid_t pid);   /* loop.c's waitpid saw pid end */
+void host_zygotes_kill(void);         /* shutdown: SIGKILL every zygote */
 host_template *host_template_find(const char *name);
+/* The serving zygote, if it said HELLO. */
+host_zygote *host_zygote_serving(host_template *t);
+/* The record of a generation, or NULL when it is gone. */
+host_zygote *host_zygote_by_gen(host_template *t, uint32_t gen);
+/* A sandbox of generation gen goes to a request (rotation counts these). */
+void host_zygote_note_use(host_template *t, uint32_t gen);
+/* 1 while the template's pool may still hand out sandboxes of gen. */
+int host_zygote_gen_usable(host_template *t, uint32_t gen);
 /* pooled: a pool sandbox (PROTOCOL.md: POOLED, then ACTIVATE). */
 int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, const char *env_json,
                        int pooled, int child_fd, sg_err *err);

@@ -59,11 +59,8 @@ static void on_sigchld(host_watch *w, uint32_t events)
         ;
     int status;
     pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        for (size_t i = 0; i < H.n_templates; i++)
-            if (H.templates[i].zygote_pid == pid)
-                H.templates[i].zygote_pid = 0;
-    }
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        host_zygote_reaped(pid);
 }
 
 static void tick(int64_t now)

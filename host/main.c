@@ -34,13 +34,15 @@ static void usage(void)
     fprintf(stderr,
             "usage: sandgate-host --config FILE [--listen ADDR] [--port-file FILE]\n"
             "                     [--contain-lib PATH] [--runtime DIR] [--name NAME]\n"
-            "                     [--runtime-dir DIR] [--audit-log FILE]\n"
+            "                     [--runtime-dir DIR] [--state-dir DIR] [--audit-log FILE]\n"
             "                     [--egress-hosts FILE] [--metrics-listen ADDR]\n"
             "                     [--metrics-port-file FILE]\n"
             "  --audit-log FILE     egress decisions, one JSON line each (appended;\n"
             "                       default: stderr)\n"
             "  --egress-hosts FILE  \"IP name...\" lines the egress proxy consults before\n"
             "                       DNS (tests map names to their servers)\n"
+            "  --state-dir DIR      the sandbox journal (default: config state_dir, else\n"
+            "                       <runtime-dir>/state)\n"
             "  --metrics-listen ADDR  Prometheus /metrics over HTTP (config: metrics_listen;\n"
             "                       port 0 picks one, written to --metrics-port-file)\n");
 }
@@ -56,7 +58,8 @@ static void default_paths(void)
     snprintf(H.init_path, sizeof H.init_path, "%s/sandgate-init", dir);
 }
 
-static int load_config(const char *path, const char *name, const char *runtime_dir)
+static int load_config(const char *path, const char *name, const char *runtime_dir,
+                       const char *state_dir)
 {
     policy_errors errs = {0};
     if (config_host_load(path, &H.cfg, &errs) != 0) {
@@ -73,6 +76,15 @@ static int load_config(const char *path, const char *name, const char *runtime_d
     if (runtime_dir) {
         free(H.cfg.runtime_dir);
         H.cfg.runtime_dir = strdup(runtime_dir);
+    }
+    if (state_dir) {
+        free(H.cfg.state_dir);
+        H.cfg.state_dir = strdup(state_dir);
+    }
+    if (!H.cfg.state_dir) {
+        char sd[600];
+        snprintf(sd, sizeof sd, "%s/state", H.cfg.runtime_dir);
+        H.cfg.state_dir = strdup(sd);
     }
     H.n_templates = H.cfg.n_templates;
     H.templates = calloc(H.n_templates, sizeof *H.templates);
@@ -161,7 +173,7 @@ static void kill_all(void)
 int main(int argc, char **argv)
 {
     const char *config = NULL, *listen = NULL, *port_file = NULL, *name = NULL, *rtdir = NULL;
-    const char *audit_log = NULL, *egress_hosts = NULL, *metrics = NULL,
+    const char *audit_log = NULL, *egress_hosts = NULL, *state_dir = NULL, *metrics = NULL,
                *metrics_port_file = NULL;
     default_paths();
     static struct option opts[] = {{"config", 1, 0, 'c'},      {"listen", 1, 0, 'l'},
@@ -169,7 +181,7 @@ int main(int argc, char **argv)
                                    {"runtime", 1, 0, 'r'},     {"help", 0, 0, 'h'},
                                    {"name", 1, 0, 'n'},        {"runtime-dir", 1, 0, 'R'},
                                    {"audit-log", 1, 0, 'A'},   {"egress-hosts", 1, 0, 'E'},
-                                   {"metrics-listen", 1, 0, 'm'},
+                                   {"state-dir", 1, 0, 'S'},   {"metrics-listen", 1, 0, 'm'},
                                    {"metrics-port-file", 1, 0, 'P'}, {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "c:l:p:L:r:hn:R:", opts, NULL)) != -1) {
@@ -183,6 +195,7 @@ int main(int argc, char **argv)
         case 'R': rtdir = optarg; break;
         case 'A': audit_log = optarg; break;
         case 'E': egress_hosts = optarg; break;
+        case 'S': state_dir = optarg; break;
         case 'm': metrics = optarg; break;
         case 'P': metrics_port_file = optarg; break;
         default: usage(); return 2;
@@ -197,11 +210,16 @@ int main(int argc, char **argv)
     sg_daemon_block_signals(SIGCHLD);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-    if (load_config(config, name, rtdir) != 0)
+    if (load_config(config, name, rtdir, state_dir) != 0)
         return 1;
     if (lock_instance() != 0)
         return 1;
     cleanup_stale();
+    sg_err err;
+    if (host_journal_open(H.cfg.state_dir, H.cfg.name, &err) != 0) {
+        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        return 1;
+    }
     if (access(H.contain_lib, R_OK) != 0)
         fprintf(stderr, "sandgate-host: warning: %s: %s\n", H.contain_lib, strerror(errno));
     if (access(H.init_path, X_OK) != 0) {
@@ -209,7 +227,6 @@ int main(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
-    sg_err err;
     if (host_egress_start(egress_hosts, audit_log, &err) != 0) {
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
@@ -256,11 +273,10 @@ int main(int argc, char **argv)
     host_files_stop();   /* file calls in flight answer; the rest get UNAVAILABLE */
     rpc_metrics_http_stop();
     rpc_server_shutdown(H.srv);
+    host_journal_close();   /* no handler runs now: none reads the lost table */
     host_loop_stop();
     host_egress_stop();   /* after the loop: no EGRESS can arrive any more */
-    for (size_t i = 0; i < H.n_templates; i++)
-        if (H.templates[i].zygote_pid > 0)
-            kill(H.templates[i].zygote_pid, SIGKILL);
+    host_zygotes_kill();
     rpc_server_destroy(H.srv);
     grpc_shutdown();
     return 0;

@@ -104,12 +104,16 @@ static int pool_eligible(const host_template *t, const Sandgate__V1__HostCreateR
  * then fails with ENOENT and the create with INTERNAL). */
 static host_sandbox *take_ready(host_template *t)
 {
+    /* The serving generation's first; an older one's only while it may
+     * still serve (host_zygote_gen_usable: under rotate_forks). */
+    host_zygote *z = host_zygote_serving(t);
     host_sandbox *pick = NULL;
-    for (host_sandbox *p = t->pool; p; p = p->pool_next)
-        if (p->pool_ready) {
+    for (host_sandbox *p = t->pool; p && !pick; p = p->pool_next)
+        if (p->pool_ready && z && p->zygote_gen == z->gen)
             pick = p;
-            break;
-        }
+    for (host_sandbox *p = t->pool; p && !pick; p = p->pool_next)
+        if (p->pool_ready && host_zygote_gen_usable(t, p->zygote_gen))
+            pick = p;
     if (pick)
         host_pool_unlink(pick);
     return pick;
@@ -185,6 +189,7 @@ int host_pool_activate(host_sandbox *sb, host_template *t, const Sandgate__V1__H
         fprintf(stderr, "sandgate-host: pool: %s -> %s (%s)\n", sb->id,
                 req->sandbox_id[0] ? req->sandbox_id : "new id", sb->pool_ready ? "ready" : "starting");
     host_sandbox_assign(sb, req);
+    host_zygote_note_use(t, sb->zygote_gen);
     sb->next = H.sandboxes;
     H.sandboxes = sb;
     H.n_sandboxes++;
@@ -246,26 +251,52 @@ void host_pool_drain(void)
     }
 }
 
+/* After a zygote rotation the pool holds an older generation's sandboxes:
+ * the serving generation's are made as for an empty pool, and each one that
+ * is ready retires one of the older ones (oldest first), so creates find a
+ * warm sandbox throughout; an older one that may no longer serve
+ * (host_zygote_gen_usable) goes at once. */
 void host_pool_tick(int64_t now_us)
 {
     for (size_t i = 0; i < H.n_templates; i++) {
         host_template *t = &H.templates[i];
-        int have = 0, starting = 0;
+        host_zygote *z = host_zygote_serving(t);
+        int have = 0, starting = 0, ready = 0, older = 0;
         for (host_sandbox *sb = t->pool, *next; sb; sb = next) {
             next = sb->pool_next;
             if ((H.stopping || H.draining) || (!sb->pool_ready && now_us > sb->create_deadline_us)) {
                 host_sandbox_fail_create(sb, SG_EUNAVAIL, "pool sandbox did not start");
                 continue;
             }
-            have++;
             starting += !sb->pool_ready;
+            if (z && sb->zygote_gen != z->gen) {
+                if (!host_zygote_gen_usable(t, sb->zygote_gen)) {
+                    host_pool_unlink(sb);
+                    host_sandbox_kill(sb, NULL);
+                    starting -= !sb->pool_ready;
+                    continue;
+                }
+                older++;
+                continue;
+            }
+            have++;
+            ready += sb->pool_ready;
         }
-        if ((H.stopping || H.draining) || t->sock.fd < 0 || !t->zygote_ready)
+        if ((H.stopping || H.draining) || !z)
             continue;
         while (have < pool_target(t) && starting < pool_refill_max()) {
             pool_start(t);
             have++;
             starting++;
+        }
+        for (host_sandbox *sb = t->pool, *next; sb && older > 0 && ready + older > pool_target(t);
+             sb = next) {
+            next = sb->pool_next;
+            if (sb->zygote_gen == z->gen)
+                continue;
+            host_pool_unlink(sb);
+            host_sandbox_kill(sb, NULL);
+            older--;
         }
     }
 }

@@ -517,6 +517,8 @@ static void on_ready_ctx(host_sandbox *sb, const char *id, int *fds, int nfds)
     host_ctx_attach(c, fds[0], fds[1], fds[2]);
     if (sb->state == SB_CREATING && strcmp(id, "default") == 0) {
         sb->state = SB_RUNNING;
+        if (sb->tenant[0])
+            host_journal_created(sb->id, sb->tenant, sb->user, sb->task);
         if (host_pool_log())
             fprintf(stderr, "sandgate-host: pool: %s running %.2f ms after the request\n", sb->id,
                     (host_now_us() - (sb->create_deadline_us - CREATE_TIMEOUT_US)) / 1000.0);
@@ -623,6 +625,10 @@ void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to)
     }
     if (sb->state == SB_KILLING)
         return;
+    /* Ended in this life; an orderly stop (draining) ends none, so after the
+     * restart they answer as lost (journal.c). */
+    if (!H.draining)
+        host_journal_ended(sb->id);
     sb->state = SB_KILLING;
     unlink_table(sb);
     sb->next = H.dying;

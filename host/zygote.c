@@ -1,8 +1,26 @@
-/* zygote.c — one warm Python per template (host/runtime/zygote.py): started
- * at boot with posix_spawn (safe in a threaded process), restarted with
- * backoff when it dies, and asked to fork a sandbox per create. The zygote
+/* zygote.c — the warm Pythons of each template (host/runtime/zygote.py) and
+ * their generations. A zygote is started with posix_spawn (safe in a
+ * threaded process), restarted with backoff when it dies, and asked to fork
+ * a sandbox per create (CREATE) and a context per later context (JOIN). It
  * is started with a fixed, clean environment: it holds no secrets, and
- * nothing of the daemon's environment can reach a sandbox through it. */
+ * nothing of the daemon's environment can reach a sandbox through it.
+ *
+ * Rotation (docs/security.md "Zygote generations"). Every fork of one
+ * zygote has its address-space layout (libc, heap, stack, mmap bases) and
+ * its str hash secret, so one tenant's sandbox could learn another's. Each
+ * exec is therefore a *generation* that serves a bounded number of
+ * requests: `rotate_forks` of its sandboxes, or `rotate_after` seconds
+ * after its first one. Then a successor is exec'd (a new
+ * ASLR layout; -I ignores PYTHONHASHSEED and the environment sets none, so
+ * a new hash secret). The old one keeps serving until the successor says
+ * HELLO, so creates never wait for a preload (it is started a quarter of
+ * the bound early); then the successor serves
+ * every CREATE and JOIN, and the old one retires: its socket is closed once
+ * its JOINs are answered (it forks what is queued, sees EOF and exits; its
+ * sandboxes, reparented to the host, live on). pool.c hands out a replaced
+ * generation's warm sandboxes only within its bounds and until the
+ * successor's are ready. An idle generation (nothing handed out)
+ * is never rotated: no tenant has seen its layout. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -16,44 +34,89 @@
 #include "host/host.h"
 
 #define ZYGOTE_BACKOFF_US 500000
+#define ZYGOTE_RETIRE_MAX_US (30 * 1000000LL)   /* a replaced zygote's JOINs get this long */
+#define ZYGOTE_EXIT_MAX_US (10 * 1000000LL)     /* then, its socket closed, this long to exit */
 
-static void on_join_reply(const char *msg);
-static void fail_joins(host_template *t);
+static void on_join_reply(host_zygote *z, const char *msg);
+static void fail_joins(host_zygote *z);
+
+/* The list of replaced (or dead) zygotes still finishing; tick frees them. */
+static void retire(host_zygote *z)
+{
+    host_template *t = z->t;
+    z->retire_us = host_now_us();
+    z->next = t->retiring;
+    t->retiring = z;
+}
+
+/* The successor said HELLO: it serves from now on. */
+static void promote(host_template *t)
+{
+    host_zygote *old = t->zygote, *z = t->next;
+    t->zygote = z;
+    t->next = NULL;
+    t->restarts = 0;
+    if (old) {
+        fprintf(stderr, "sandgate-host: template %s: zygote generation %u (pid %d) serves; "
+                        "generation %u (pid %d) retires after %u sandboxes\n",
+                t->cfg->name, z->gen, (int)z->pid, old->gen, (int)old->pid, old->uses);
+        retire(old);
+    }
+}
 
 static void on_zygote_msg(host_watch *w, uint32_t events)
 {
-    host_template *t = w->owner;
+    (void)events;
+    host_zygote *z = w->owner;
+    host_template *t = z->t;
     char buf[1024];
     ssize_t n = recv(w->fd, buf, sizeof buf - 1, MSG_DONTWAIT);
     if (n > 0) {
         buf[n] = 0;
         if (strncmp(buf, "HELLO ", 6) == 0) {
-            t->zygote_ready = 1;
-            fprintf(stderr, "sandgate-host: template %s: zygote %s ready\n", t->cfg->name,
-                    buf + 6);
+            z->ready = 1;
+            fprintf(stderr, "sandgate-host: template %s: zygote %s ready (generation %u, "
+                            "%.0f ms)\n", t->cfg->name, buf + 6, z->gen,
+                    (host_now_us() - z->born_us) / 1000.0);
+            if (z == t->next)
+                promote(t);
         } else if (strncmp(buf, "JOINED ", 7) == 0 || strncmp(buf, "JOINERR ", 8) == 0) {
-            on_join_reply(buf);
+            on_join_reply(z, buf);
         }
         return;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
-    fprintf(stderr, "sandgate-host: template %s: zygote %d exited; restarting\n", t->cfg->name,
-            (int)t->zygote_pid);
-    host_watch_close(&t->sock);
-    t->zygote_ready = 0;
-    fail_joins(t);
-    if (t->zygote_pid > 0)
-        kill(t->zygote_pid, SIGKILL);
-    t->restart_at_us = host_now_us() + (t->restarts ? ZYGOTE_BACKOFF_US : 0);
-    t->restarts++;
+    host_watch_close(&z->sock);
+    fail_joins(z);
+    if (z->pid > 0)
+        kill(z->pid, SIGKILL);
+    if (z == t->zygote || z == t->next) {
+        int serving = z == t->zygote;
+        fprintf(stderr, "sandgate-host: template %s: zygote %d (generation %u) exited%s\n",
+                t->cfg->name, (int)z->pid, z->gen,
+                serving ? (t->next ? "; its successor takes over" : "; restarting")
+                        : " before it was ready; the current one serves on");
+        if (serving)
+            t->zygote = NULL;
+        else
+            t->next = NULL;
+        retire(z);
+        t->restart_at_us = host_now_us() + (t->restarts ? ZYGOTE_BACKOFF_US : 0);
+        if (!serving)   /* a failed successor: not again at once */
+            t->restart_at_us = host_now_us() + ZYGOTE_BACKOFF_US * (1 + t->restarts);
+        t->restarts++;
+    }
+    /* a retiring one that exited: tick frees it once reaped */
 }
 
-static int spawn_zygote(host_template *t, sg_err *err)
+static host_zygote *spawn_zygote(host_template *t, sg_err *err)
 {
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-        return sg_err_errno(err, SG_EINTERNAL, "socketpair(zygote %s)", t->cfg->name);
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+        sg_err_errno(err, SG_EINTERNAL, "socketpair(zygote %s)", t->cfg->name);
+        return NULL;
+    }
     char preload[512] = "";
     for (size_t i = 0; i < t->cfg->n_preload; i++) {
         if (i)
@@ -76,6 +139,8 @@ static int spawn_zygote(host_template *t, sg_err *err)
     if (!t->cfg->contain)
         argv[a++] = "--no-contain";
     argv[a] = NULL;
+    /* No PYTHONHASHSEED (and -I would ignore one): each exec draws its own
+     * str hash secret from the kernel, which rotation relies on. */
     char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "MPLBACKEND=Agg", NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -96,35 +161,177 @@ static int spawn_zygote(host_template *t, sg_err *err)
     if (rc != 0) {
         close(sv[0]);
         errno = rc;
-        return sg_err_errno(err, SG_EUNAVAIL, "posix_spawn(%s %s)", t->cfg->python, H.runtime_py);
+        sg_err_errno(err, SG_EUNAVAIL, "posix_spawn(%s %s)", t->cfg->python, H.runtime_py);
+        return NULL;
     }
-    t->zygote_pid = pid;
-    host_watch_add(&t->sock, sv[0], on_zygote_msg, t);
-    return 0;
+    host_zygote *z = calloc(1, sizeof *z);
+    z->t = t;
+    z->gen = ++t->gens;
+    z->pid = pid;
+    z->born_us = host_now_us();
+    z->sock.fd = -1;
+    host_watch_add(&z->sock, sv[0], on_zygote_msg, z);
+    return z;
 }
 
 int host_zygotes_start(sg_err *err)
 {
-    for (size_t i = 0; i < H.n_templates; i++) {
-        H.templates[i].sock.fd = -1;
-        if (spawn_zygote(&H.templates[i], err) != 0)
+    for (size_t i = 0; i < H.n_templates; i++)
+        if (!(H.templates[i].zygote = spawn_zygote(&H.templates[i], err)))
             return err ? err->code : SG_EINTERNAL;
-    }
     return 0;
+}
+
+static int64_t age_limit_us(const host_template *t)
+{
+    return (int64_t)t->cfg->rotate_after * 1000000;
+}
+
+/* Why generation z should be replaced now, or NULL. The successor starts
+ * early, a quarter of rotate_forks (and of rotate_after, at most 10 s)
+ * before the bound: it preloads while z still serves within it. */
+static const char *rotation_due(const host_template *t, const host_zygote *z, int64_t now_us)
+{
+    uint32_t n = t->cfg->rotate_forks;
+    if (n && z->uses >= n - n / 4)
+        return "sandboxes";
+    int64_t age = age_limit_us(t), ahead = age / 4 < 10000000 ? age / 4 : 10000000;
+    if (age && z->first_use_us && now_us - z->first_use_us >= age - ahead)
+        return "age";
+    return NULL;
+}
+
+static int pool_has_gen(const host_template *t, uint32_t gen)
+{
+    for (const host_sandbox *sb = t->pool; sb; sb = sb->pool_next)
+        if (sb->zygote_gen == gen)
+            return 1;
+    return 0;
+}
+
+/* Retiring zygotes: close the socket once the JOINs are answered (or
+ * after ZYGOTE_RETIRE_MAX_US), kill what has not exited ZYGOTE_EXIT_MAX_US
+ * later, free the record once reaped and no pool sandbox is of its
+ * generation (pool.c asks how many requests it served). */
+static void retiring_tick(host_template *t, int64_t now_us)
+{
+    for (host_zygote **p = &t->retiring; *p;) {
+        host_zygote *z = *p;
+        if (z->sock.fd >= 0 && (z->joins == 0 || now_us - z->retire_us > ZYGOTE_RETIRE_MAX_US)) {
+            fail_joins(z);
+            host_watch_close(&z->sock);   /* it forks what is queued, then sees EOF */
+            z->retire_us = now_us;
+            fprintf(stderr, "sandgate-host: template %s: zygote %d (generation %u) retired\n",
+                    t->cfg->name, (int)z->pid, z->gen);
+        } else if (z->sock.fd < 0 && z->pid > 0 && now_us - z->retire_us > ZYGOTE_EXIT_MAX_US) {
+            kill(z->pid, SIGKILL);
+            z->retire_us = now_us;
+        }
+        if (z->sock.fd < 0 && z->pid == 0 && !pool_has_gen(t, z->gen)) {
+            *p = z->next;
+            free(z);
+            continue;
+        }
+        p = &z->next;
+    }
 }
 
 void host_zygotes_tick(int64_t now_us)
 {
     for (size_t i = 0; i < H.n_templates; i++) {
         host_template *t = &H.templates[i];
-        if (t->sock.fd >= 0 || H.stopping || now_us < t->restart_at_us)
+        retiring_tick(t, now_us);
+        if (H.stopping || now_us < t->restart_at_us || t->next)
+            continue;
+        host_zygote *z = t->zygote;
+        const char *why = NULL;
+        if (z && (!z->ready || H.draining || !(why = rotation_due(t, z, now_us))))
             continue;
         sg_err err;
-        if (spawn_zygote(t, &err) != 0) {
+        host_zygote *nz = spawn_zygote(t, &err);
+        if (!nz) {
             fprintf(stderr, "sandgate-host: %s\n", err.msg);
             t->restart_at_us = now_us + ZYGOTE_BACKOFF_US;
+            continue;
         }
+        if (!z) {
+            t->zygote = nz;
+            continue;
+        }
+        t->next = nz;
+        fprintf(stderr, "sandgate-host: template %s: starting zygote generation %u (pid %d) "
+                        "to replace generation %u (%s: %u sandboxes, %.0f s since its first)\n",
+                t->cfg->name, nz->gen, (int)nz->pid, z->gen, why, z->uses,
+                z->first_use_us ? (now_us - z->first_use_us) / 1e6 : 0.0);
     }
+}
+
+void host_zygote_reaped(pid_t pid)
+{
+    for (size_t i = 0; i < H.n_templates; i++) {
+        host_template *t = &H.templates[i];
+        host_zygote *all[2] = {t->zygote, t->next};
+        for (int k = 0; k < 2; k++)
+            if (all[k] && all[k]->pid == pid)
+                all[k]->pid = 0;
+        for (host_zygote *z = t->retiring; z; z = z->next)
+            if (z->pid == pid)
+                z->pid = 0;
+    }
+}
+
+void host_zygotes_kill(void)
+{
+    for (size_t i = 0; i < H.n_templates; i++) {
+        host_template *t = &H.templates[i];
+        host_zygote *all[2] = {t->zygote, t->next};
+        for (int k = 0; k < 2; k++)
+            if (all[k] && all[k]->pid > 0)
+                kill(all[k]->pid, SIGKILL);
+        for (host_zygote *z = t->retiring; z; z = z->next)
+            if (z->pid > 0)
+                kill(z->pid, SIGKILL);
+    }
+}
+
+host_zygote *host_zygote_serving(host_template *t)
+{
+    return t->zygote && t->zygote->ready && t->zygote->sock.fd >= 0 ? t->zygote : NULL;
+}
+
+host_zygote *host_zygote_by_gen(host_template *t, uint32_t gen)
+{
+    if (t->zygote && t->zygote->gen == gen)
+        return t->zygote;
+    if (t->next && t->next->gen == gen)
+        return t->next;
+    for (host_zygote *z = t->retiring; z; z = z->next)
+        if (z->gen == gen)
+            return z;
+    return NULL;
+}
+
+void host_zygote_note_use(host_template *t, uint32_t gen)
+{
+    host_zygote *z = host_zygote_by_gen(t, gen);
+    if (!z)
+        return;
+    z->uses++;
+    if (!z->first_use_us)
+        z->first_use_us = host_now_us();
+}
+
+int host_zygote_gen_usable(host_template *t, uint32_t gen)
+{
+    host_zygote *z = host_zygote_by_gen(t, gen);
+    if (!z)
+        return 0;
+    if (z == t->zygote)
+        return 1;   /* the serving generation: within its bounds, or no successor yet */
+    if (t->cfg->rotate_forks && z->uses >= t->cfg->rotate_forks)
+        return 0;
+    return !age_limit_us(t) || !z->first_use_us ||
+           host_now_us() - z->first_use_us < age_limit_us(t);
 }
 
 host_template *host_template_find(const char *name)
@@ -155,7 +362,7 @@ static size_t escape_spec(char *out, const char *spec)
 }
 
 /* One message with fds to the zygote. */
-static int send_zygote(host_template *t, const char *msg, size_t len, const int *fds, int nfds,
+static int send_zygote(host_zygote *z, const char *msg, size_t len, const int *fds, int nfds,
                        sg_err *err)
 {
     struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
@@ -168,15 +375,18 @@ static int send_zygote(host_template *t, const char *msg, size_t len, const int 
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
     memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-    if (sendmsg(t->sock.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-        return sg_err_errno(err, SG_EUNAVAIL, "sendmsg(zygote %s)", t->cfg->name);
+    if (sendmsg(z->sock.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        return sg_err_errno(err, SG_EUNAVAIL, "sendmsg(zygote %s)", z->t->cfg->name);
     return 0;
 }
 
 int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, const char *env_json,
                        int pooled, int child_fd, sg_err *err)
 {
-    if (t->sock.fd < 0)
+    /* not yet ready (or only a successor, the serving one dead): it forks
+     * once preloaded */
+    host_zygote *z = t->zygote ? t->zygote : t->next;
+    if (!z || z->sock.fd < 0)
         return sg_err_set(err, SG_EUNAVAIL, "template %s is restarting; retry", t->cfg->name);
     size_t cap = strlen(spec) * 2 + strlen(env_json) + 256;
     char *msg = malloc(cap);
@@ -185,17 +395,23 @@ int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, con
                      pooled ? "true" : "false", sb->egress ? "true" : "false");
     n += (int)escape_spec(msg + n, spec);
     n += snprintf(msg + n, cap - (size_t)n, "\"}");
-    int rc = send_zygote(t, msg, (size_t)n, &child_fd, 1, err);
+    int rc = send_zygote(z, msg, (size_t)n, &child_fd, 1, err);
     explicit_bzero(msg, (size_t)n);   /* the env holds secrets */
     free(msg);
+    if (rc == 0) {
+        sb->zygote_gen = z->gen;
+        if (!pooled)
+            host_zygote_note_use(t, z->gen);
+    }
     return rc;
 }
 
 static uint32_t jobs;   /* the last JOIN's number; 0 is never used */
 
 /* The JOIN message itself, with the sandbox's pidfd and the context's ends. */
-static int send_join(host_template *t, host_sandbox *sb, const int *f, sg_err *err)
+static int send_join(host_zygote *z, host_sandbox *sb, const int *f, sg_err *err)
 {
+    host_template *t = z->t;
     char *spec = host_sandbox_join_spec(sb, t, err);
     if (!spec)
         return err->code;
@@ -207,7 +423,7 @@ static int send_join(host_template *t, host_sandbox *sb, const int *f, sg_err *e
     n += (int)escape_spec(msg + n, spec);
     n += snprintf(msg + n, cap - (size_t)n, "\"}");
     int fds[4] = {sb->pidfd, f[3], f[4], f[5]};
-    int rc = send_zygote(t, msg, (size_t)n, fds, 4, err);
+    int rc = send_zygote(z, msg, (size_t)n, fds, 4, err);
     free(msg);
     free(spec);
     return rc;
@@ -221,7 +437,9 @@ static int send_join(host_template *t, host_sandbox *sb, const int *f, sg_err *e
 int host_zygote_join(host_template *t, host_ctx *c, sg_err *err)
 {
     host_sandbox *sb = c->sb;
-    if (t->sock.fd < 0)
+    /* the serving generation, whatever made the sandbox */
+    host_zygote *z = t->zygote ? t->zygote : t->next;
+    if (!z || z->sock.fd < 0)
         return sg_err_set(err, SG_EUNAVAIL, "template %s is restarting; retry", t->cfg->name);
     if (!sb->ctx_env)
         return sg_err_set(err, SG_EINTERNAL, "sandbox %s has no environment for a context", sb->id);
@@ -245,13 +463,15 @@ int host_zygote_join(host_template *t, host_ctx *c, sg_err *err)
     else if (host_ctx_send_activation(f[0], sb->ctx_env) != 0)
         rc = sg_err_errno(err, SG_EINTERNAL, "queueing the environment of context %s", c->id);
     else
-        rc = send_join(t, sb, f, err);
+        rc = send_join(z, sb, f, err);
     for (int i = rc == 0 ? 3 : 0; i < 6; i++)   /* theirs always; ours on failure */
         if (f[i] >= 0)
             close(f[i]);
     if (rc != 0)
         return rc;
     c->join_job = jobs;
+    c->join_gen = z->gen;
+    z->joins++;
     memcpy(c->join_fds, f, sizeof c->join_fds);
     return 0;
 }
@@ -266,8 +486,10 @@ static host_ctx *find_join(uint32_t job)
 }
 
 /* JOINED <job> <pid> / JOINERR <job> <message>. */
-static void on_join_reply(const char *msg)
+static void on_join_reply(host_zygote *z, const char *msg)
 {
+    if (z->joins)
+        z->joins--;
     unsigned job = 0;
     int pid = 0, used = 0;
     int joined = strncmp(msg, "JOINED ", 7) == 0;
@@ -286,12 +508,14 @@ static void on_join_reply(const char *msg)
     host_ctx_failed(c, why);
 }
 
-/* The zygote died: its JOINs in flight will never be answered. */
-static void fail_joins(host_template *t)
+/* The zygote died or retires: its JOINs in flight will never be answered. */
+static void fail_joins(host_zygote *z)
 {
     for (host_sandbox *sb = H.sandboxes; sb; sb = sb->next)
         for (host_ctx *c = sb->contexts; c; c = c->next)
-            if (c->join_job && strcmp(sb->template_name, t->cfg->name) == 0)
+            if (c->join_job && c->join_gen == z->gen &&
+                strcmp(sb->template_name, z->t->cfg->name) == 0)
                 host_ctx_failed(c, "the template's zygote restarted while starting the context; "
                                    "retry");
+    z->joins = 0;
 }

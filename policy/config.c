@@ -293,8 +293,9 @@ static const char *symlink_ok(const char *s)
 
 static void host_template(cctx *c, const ynode *m, const char *path, config_template *t)
 {
-    static const char *const keys[] = {"name",     "python",  "preload", "ro_binds",
-                                       "symlinks", "contain", "pool",    NULL};
+    static const char *const keys[] = {"name",    "python",       "preload",
+                                       "ro_binds", "symlinks",    "contain",
+                                       "pool",    "rotate_forks", "rotate_after", NULL};
     ymap_check(&c->d, m, path, keys);
     char sub[YPATH_MAX];
     t->name = req_str(c, m, path, "name");
@@ -312,6 +313,12 @@ static void host_template(cctx *c, const ynode *m, const char *path, config_temp
     uint32_t pool = CONFIG_POOL_DEFAULT;
     opt_u32(c, m, path, "pool", 0, CONFIG_POOL_MAX, &pool);
     t->pool = (int)pool;
+    t->rotate_forks = CONFIG_ROTATE_FORKS_DEFAULT;
+    opt_u32(c, m, path, "rotate_forks", 0, CONFIG_ROTATE_FORKS_MAX, &t->rotate_forks);
+    t->rotate_after = CONFIG_ROTATE_AFTER_DEFAULT;
+    ypath_key(sub, sizeof sub, path, "rotate_after");
+    if (ymap_get(m, "rotate_after"))
+        y_duration(&c->d, ymap_get(m, "rotate_after"), sub, &t->rotate_after);
 }
 
 static void host_templates(cctx *c, const ynode *l, config_host *h)
@@ -344,8 +351,9 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
         close_tree(&c);
         return SG_EINVAL;
     }
-    static const char *const keys[] = {"listen", "name", "threads", "runtime_dir", "cgroup_root",
-                                       "uid_base", "max_sandboxes", "templates", "metrics_listen", NULL};
+    static const char *const keys[] = {"listen", "name", "threads", "runtime_dir", "state_dir",
+                                       "cgroup_root", "uid_base", "max_sandboxes", "templates",
+                                       "metrics_listen", NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
     if (out->listen)
@@ -363,6 +371,9 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
     out->cgroup_root = opt_str(&c, root, "", "cgroup_root", "/sys/fs/cgroup");
     if (out->runtime_dir && out->runtime_dir[0] != '/')
         pol_err(&c.d, ymap_get(root, "runtime_dir"), "runtime_dir", "expected an absolute path");
+    out->state_dir = opt_str(&c, root, "", "state_dir", NULL);
+    if (out->state_dir && out->state_dir[0] != '/')
+        pol_err(&c.d, ymap_get(root, "state_dir"), "state_dir", "expected an absolute path");
     if (out->cgroup_root && out->cgroup_root[0] != '/')
         pol_err(&c.d, ymap_get(root, "cgroup_root"), "cgroup_root", "expected an absolute path");
     out->uid_base = 200000;
@@ -390,6 +401,7 @@ void config_host_cleanup(config_host *h)
     free(h->metrics_listen);
     free(h->name);
     free(h->runtime_dir);
+    free(h->state_dir);
     free(h->cgroup_root);
     for (size_t i = 0; i < h->n_templates; i++) {
         config_template *t = &h->templates[i];

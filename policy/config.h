@@ -35,6 +35,10 @@
  *       contain: true              # false only for tests without root
  *       pool: 4                    # warm sandboxes kept ready, 0..64 (0 = none);
  *                                  # SANDGATE_POOL_SIZE overrides it for every template
+ *       rotate_forks: 64           # a fresh zygote (new ASLR layout, new str hash
+ *                                  # secret) after this many sandboxes were handed
+ *                                  # out; 0 = never (host/zygote.c, docs/security.md)
+ *       rotate_after: 300s         # ... or this long after its first one; 0 = never
  */
 #ifndef SG_CONFIG_H
 #define SG_CONFIG_H
@@ -68,10 +72,15 @@ typedef struct config_template {
     char **symlinks; size_t n_symlinks;
     int contain;
     int pool;              /* warm sandboxes to keep, 0..CONFIG_POOL_MAX */
+    uint32_t rotate_forks; /* sandboxes per zygote generation; 0 = no limit */
+    uint32_t rotate_after; /* seconds a generation serves after its first; 0 = no limit */
 } config_template;
 
 #define CONFIG_POOL_DEFAULT 4
 #define CONFIG_POOL_MAX 64
+#define CONFIG_ROTATE_FORKS_DEFAULT 64
+#define CONFIG_ROTATE_FORKS_MAX 1000000
+#define CONFIG_ROTATE_AFTER_DEFAULT 300
 
 typedef struct config_host {
     char *listen;
@@ -79,6 +88,9 @@ typedef struct config_host {
     char *name;
     int threads;
     char *runtime_dir;
+    /* The sandbox journal (host/journal.c); NULL = "<runtime_dir>/state".
+     * Put it on a disk that outlives a reboot (e.g. /var/lib/sandgate). */
+    char *state_dir;
     char *cgroup_root;
     uint32_t uid_base;
     uint32_t max_sandboxes;

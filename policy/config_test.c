@@ -119,12 +119,17 @@ static void test_defaults_and_paths(void **state)
     config_gateway_cleanup(&g);
 
     p = write_tmp("hp.yaml", "listen: \"0.0.0.0:1\"\nname: h\ntemplates:\n"
-                             "  - {name: a, python: /p}\n  - {name: b, python: /p, pool: 0}\n");
+                             "  - {name: a, python: /p}\n  - {name: b, python: /p, pool: 0,"
+                             " rotate_forks: 0, rotate_after: 10m}\n");
     config_host hp;
     assert_int_equal(config_host_load(p, &hp, &errs), 0);
     assert_int_equal(hp.n_templates, 2);
     assert_int_equal(hp.templates[0].pool, CONFIG_POOL_DEFAULT);
     assert_int_equal(hp.templates[1].pool, 0);
+    assert_int_equal(hp.templates[0].rotate_forks, CONFIG_ROTATE_FORKS_DEFAULT);
+    assert_int_equal(hp.templates[0].rotate_after, CONFIG_ROTATE_AFTER_DEFAULT);
+    assert_int_equal(hp.templates[1].rotate_forks, 0);
+    assert_int_equal(hp.templates[1].rotate_after, 600);
     config_host_cleanup(&hp);
 
     p = write_tmp("h.yaml", "listen: \"0.0.0.0:1\"\nname: h\n");
@@ -157,7 +162,7 @@ static const golden goldens[] = {
     {"host: template errors", "h1.yaml",
      "listen: \"127.0.0.1:7444\"\nname: local\nuid_base: 5\ntemplates:\n  - name: ci\n    python: python3\n    preload: [\"no such\"]\n    ro_binds: [usr]\n    symlinks: [\"usr/bin\"]\n    contain: maybe\n    extra: 1\n",
      "h1.yaml:3:11: uid_base: 5 is out of range, expected at least 1000\n"
-     "h1.yaml:11:5: templates[0].extra: unknown key 'extra', expected one of: name, python, preload, ro_binds, symlinks, contain, pool\n"
+     "h1.yaml:11:5: templates[0].extra: unknown key 'extra', expected one of: name, python, preload, ro_binds, symlinks, contain, pool, rotate_forks, rotate_after\n"
      "h1.yaml:6:13: templates[0].python: 'python3': expected an absolute path\n"
      "h1.yaml:7:15: templates[0].preload[0]: 'no such': expected a Python module name\n"
      "h1.yaml:8:16: templates[0].ro_binds[0]: 'usr': expected an absolute path\n"
@@ -171,6 +176,12 @@ static const golden goldens[] = {
      "h3.yaml:4:33: templates[0].pool: 65 is out of range, expected at most 64\n"
      "h3.yaml:5:33: templates[1].pool: expected an integer, got '-1'\n"
      "h3.yaml:6:33: templates[2].pool: expected an integer, got a list\n", 1},
+    {"host: zygote rotation out of range or not a duration", "h4.yaml",
+     "listen: \"127.0.0.1:7444\"\nname: local\ntemplates:\n"
+     "  - {name: a, python: /p, rotate_forks: 1000001}\n"
+     "  - {name: b, python: /p, rotate_after: 5 minutes}\n",
+     "h4.yaml:4:41: templates[0].rotate_forks: 1000001 is out of range, expected at most 1000000\n"
+     "h4.yaml:5:41: templates[1].rotate_after: expected a duration such as 30s, 10m or 2h, got '5 minutes'\n", 1},
 };
 
 static void test_goldens(void **state)

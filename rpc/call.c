@@ -364,6 +364,25 @@ int rpc_call_send_msg(rpc_call *c, const ProtobufCMessage *m)
     return rpc_call_send(c, rpc_pack(m), NULL, NULL);
 }
 
+/* The trailing metadata of a status: the caller's (copied) and, on a
+ * failing one, RPC_ORIGIN_KEY (rpc.h says why). */
+static void set_trailing(rpc_out *o, const grpc_metadata *trailing, size_t n_trailing)
+{
+    size_t n = n_trailing + (o->code != GRPC_STATUS_OK);
+    if (!n)
+        return;
+    o->trailing = calloc(n, sizeof *o->trailing);
+    for (size_t i = 0; i < n_trailing; i++) {
+        o->trailing[i].key = grpc_slice_ref(trailing[i].key);
+        o->trailing[i].value = grpc_slice_ref(trailing[i].value);
+    }
+    if (o->code != GRPC_STATUS_OK) {
+        o->trailing[n_trailing].key = grpc_slice_from_static_string(RPC_ORIGIN_KEY);
+        o->trailing[n_trailing].value = grpc_slice_from_static_string("sandgate");
+    }
+    o->n_trailing = n;
+}
+
 int rpc_call_finish_md(rpc_call *c, grpc_status_code code, const char *msg,
                        const grpc_metadata *trailing, size_t n_trailing)
 {
@@ -371,14 +390,7 @@ int rpc_call_finish_md(rpc_call *c, grpc_status_code code, const char *msg,
     o->has_status = 1;
     o->code = code;
     o->details = msg ? grpc_slice_from_copied_string(msg) : grpc_empty_slice();
-    if (n_trailing) {
-        o->trailing = calloc(n_trailing, sizeof *o->trailing);
-        for (size_t i = 0; i < n_trailing; i++) {
-            o->trailing[i].key = grpc_slice_ref(trailing[i].key);
-            o->trailing[i].value = grpc_slice_ref(trailing[i].value);
-        }
-        o->n_trailing = n_trailing;
-    }
+    set_trailing(o, trailing, n_trailing);
     return enqueue(c, o);
 }
 
@@ -394,6 +406,7 @@ int rpc_call_finish_msg(rpc_call *c, grpc_byte_buffer *bb, grpc_status_code code
     o->has_status = 1;
     o->code = code;
     o->details = msg && msg[0] ? grpc_slice_from_copied_string(msg) : grpc_empty_slice();
+    set_trailing(o, NULL, 0);
     return enqueue(c, o);
 }
 

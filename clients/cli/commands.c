@@ -117,6 +117,10 @@ static int cmd_list(cli_conn *c)
         return 1;
     for (size_t i = 0; i < out->n_sandboxes; i++)
         print_sandbox(out->sandboxes[i]);
+    /* A partial answer says so, on stderr so scripts reading ids are unchanged. */
+    for (size_t i = 0; i < out->n_unreachable_hosts; i++)
+        fprintf(stderr, "%s%s%s", i ? ", " : "sandgate-cli: not listed (host unreachable): ",
+                out->unreachable_hosts[i], i + 1 == out->n_unreachable_hosts ? "\n" : "");
     sandgate__v1__list_sandboxes_response__free_unpacked(out, NULL);
     return 0;
 }

@@ -2,9 +2,13 @@
 
 Owns: re-seeding the global random generators a forked child inherited from
 the zygote, so two sandboxes (or two contexts) never produce the same
-"random" values. What it can't reach: the str hash seed (fixed per
-interpreter at start) — hash order is not a secret, and os.urandom /
-secrets / numpy's default_rng() draw fresh kernel entropy on every call.
+"random" values. What it can't reach: the str hash secret. CPython draws
+it once at start-up (_Py_HashSecret, used by every str/bytes hash and
+cached in every interned string's hash), so a fork cannot be given a new
+one; every sandbox of one zygote shares it, and the host bounds that by
+rotating zygotes (a fresh exec draws a new one; host/zygote.c,
+docs/security.md). os.urandom / secrets / numpy's default_rng() draw fresh
+kernel entropy on every call.
 """
 
 import random
