@@ -20,7 +20,6 @@ typedef struct gw_fwd {
     const gw_host *host;      /* borrowed: hosts live as long as the process */
     const char *method;       /* borrowed: a string literal */
     grpc_byte_buffer *last;   /* owned: the held last message (opts.last_field) */
-    const char *method;       /* borrowed: a string literal */
     struct timespec started;  /* monotonic */
 } gw_fwd;
 
