@@ -150,7 +150,11 @@ static void cleanup_stale(void)
     closedir(d);
 }
 
-/* Kill every sandbox and wait (bounded) for their cgroups to go. */
+/* Kill every sandbox and wait (bounded) for their cgroups to go. The loop
+ * thread's tick reaps them, never this thread: only the loop may free a
+ * sandbox, because an event it has taken from epoll_wait and not yet
+ * handled can point into one (freeing here was a use-after-free in
+ * loop_main that ASan caught at shutdown). */
 static void kill_all(void)
 {
     pthread_mutex_lock(&H.mu);
@@ -161,7 +165,6 @@ static void kill_all(void)
     pthread_mutex_unlock(&H.mu);
     for (int i = 0; i < 250; i++) {
         pthread_mutex_lock(&H.mu);
-        host_sandboxes_tick(host_now_us());
         int left = H.dying != NULL;
         pthread_mutex_unlock(&H.mu);
         if (!left)
