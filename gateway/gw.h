@@ -117,6 +117,16 @@ void gw_fail_lost(rpc_call *c, const char *sandbox_id, const char *lost_at);
  * restart (NOT_FOUND, SANDBOX_LOST; metadata names the owner), else NULL.
  * Free with protobuf_c_message_free_unpacked. */
 Sandgate__V1__ErrorInfo *gw_host_lost_info(grpc_status_code code, const rpc_trailer *t);
+/* The public form of a host call's failing status (pure; status_test.c).
+ * from_peer: the host's handler chose it (rpc.h RPC_ORIGIN_KEY). message is
+ * static or details itself; log says the host's text goes to the log. */
+typedef struct gw_public {
+    grpc_status_code code;
+    const char *message;
+    const char *reason;         /* ErrorInfo reason, or NULL for none */
+    int log;
+} gw_public;
+gw_public gw_public_from_host(grpc_status_code code, const char *details, int from_peer);
 /* A host call failed: answer c with the public form of its status. */
 void gw_fail_from_host(rpc_call *c, const gw_host *h, const char *method, const char *sandbox_id,
                        grpc_status_code code, const char *details, const rpc_trailer *t);

@@ -329,8 +329,16 @@ void host_ctx_spawn(host_ctx *c)
         sg_err err;
         if (c->sb->pidfd < 0)
             host_ctx_failed(c, "no handle on the sandbox's pid 1 (pidfd_open failed)");
-        else if (host_zygote_join(t, c, &err) != 0)
-            host_ctx_failed(c, err.msg);
+        else if (host_zygote_join(t, c, &err) != 0) {
+            /* An internal cause names cgroup paths and syscalls: logged, and
+             * the caller gets a fixed text (UNAVAILABLE ones are already
+             * worded for it: "template ... is restarting; retry"). */
+            if (err.code != SG_EUNAVAIL)
+                fprintf(stderr, "sandgate-host: context %s of %s: %s\n", c->id, c->sb->id,
+                        err.msg);
+            host_ctx_failed(c, err.code == SG_EUNAVAIL ? err.msg
+                                                       : "the context could not be started");
+        }
         return;
     }
     if (host_supervisor_send(c->sb, "CTX %s", c->id) != 0)

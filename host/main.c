@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/daemon.h"
+#include "host/admit.h"
 #include "host/contain/contain.h"
 #include "host/files.h"
 #include "host/host.h"
@@ -204,6 +205,9 @@ int main(int argc, char **argv)
      * Blocked before any thread exists so every thread inherits the mask. */
     sg_daemon_block_signals(SIGCHLD);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    /* ~5 fds per sandbox: the soft limit (often 1,024) would cap a host
+     * near 200 sandboxes while the hard one allows far more. */
+    host_admit_raise_nofile();
 
     if (load_config(config, name, rtdir, state_dir) != 0)
         return 1;
@@ -248,6 +252,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
     }
+    fprintf(stderr, "sandgate-host: reserve: %u fds, %llu MiB memory, %u pids (0 = off)\n",
+            H.cfg.reserve_fds, (unsigned long long)(H.cfg.reserve_memory >> 20),
+            H.cfg.reserve_pids);
     if (sg_daemon_write_port(port_file, port) != 0)
         fprintf(stderr, "sandgate-host: cannot write port file %s\n", port_file);
     fprintf(stderr, "sandgate-host: %s serving on port %d (cgroups: %s)\n", H.cfg.name, port,

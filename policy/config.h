@@ -24,6 +24,12 @@
  *   cgroup_root: /sys/fs/cgroup
  *   uid_base: 200000               # sandbox i runs as uid_base + slot
  *   max_sandboxes: 1024
+ *   reserve:                       # admission control: a CreateSandbox (or a pool
+ *     fds: 64                      # refill) that would leave less than this free is
+ *     memory: 256MiB               # refused RESOURCE_EXHAUSTED naming what ran out:
+ *     pids: 256                    # fds under RLIMIT_NOFILE and fs.file-max; MemAvailable;
+ *                                  # tasks under pid_max, threads-max and the sandgate
+ *                                  # cgroup's pids.max. 0 turns one check off.
  *   templates:
  *     - name: code-interpreter
  *       python: /usr/bin/python3
@@ -74,6 +80,9 @@ typedef struct config_template {
 } config_template;
 
 #define CONFIG_POOL_DEFAULT 4
+#define CONFIG_RESERVE_FDS 64
+#define CONFIG_RESERVE_MEMORY (256ull << 20)
+#define CONFIG_RESERVE_PIDS 256
 #define CONFIG_POOL_MAX 64
 #define CONFIG_ROTATE_FORKS_DEFAULT 64
 #define CONFIG_ROTATE_FORKS_MAX 1000000
@@ -90,6 +99,9 @@ typedef struct config_host {
     char *cgroup_root;
     uint32_t uid_base;
     uint32_t max_sandboxes;
+    uint32_t reserve_fds;      /* admission control (host/admit.c); 0 = no check */
+    uint64_t reserve_memory;   /* bytes */
+    uint32_t reserve_pids;
     config_template *templates;
     size_t n_templates;
 } config_host;

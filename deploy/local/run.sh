@@ -15,6 +15,8 @@
 #                      one, so parallel test runs never touch each other's sandboxes)
 #   SANDGATE_EGRESS_HOSTS  tests only: "IP name..." file the host's egress proxy
 #                      consults before DNS (--egress-hosts)
+#   SANDGATE_HOST_NOFILE  tests only: "SOFT:HARD" RLIMIT_NOFILE the host starts with
+#                      (it raises soft to hard itself)
 #   SANDGATE_GATEWAY_TLS_DIR  mTLS on the gateway's listener: a dir with server.crt,
 #                      server.key and client_ca.crt (PEM), added as the config's tls: block
 set -euo pipefail
@@ -55,10 +57,15 @@ start() {
   mkdir -p "$run/rt"
   local egress_hosts=()
   [ -n "${SANDGATE_EGRESS_HOSTS:-}" ] && egress_hosts=(--egress-hosts "$(realpath "$SANDGATE_EGRESS_HOSTS")")
-  "$build/bin/sandgate-host" --config "$host_config" --listen "127.0.0.1:$host_port" \
+  local nofile=${SANDGATE_HOST_NOFILE:-}
+  (
+    # both to HARD first (a hard limit under the soft one is refused), then soft
+    if [ -n "$nofile" ]; then ulimit -n "${nofile#*:}" && ulimit -S -n "${nofile%%:*}"; fi
+    exec "$build/bin/sandgate-host" --config "$host_config" --listen "127.0.0.1:$host_port" \
       --name "$host_name" --runtime-dir "$run/rt" --audit-log "$run/host-audit.log" \
       "${egress_hosts[@]}" \
-      --port-file "$run/host.port" >"$run/host.log" 2>&1 &
+      --port-file "$run/host.port"
+  ) >"$run/host.log" 2>&1 &
   echo $! >"$run/host.pid"
   wait_port_file "$run/host.port" "$(cat "$run/host.pid")" host
   cat >"$run/gateway.yaml" <<YAML
