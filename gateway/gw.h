@@ -100,6 +100,13 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
 /* service.c */
 int gw_service_register(rpc_server *srv, sg_err *err);
 
+/* metrics.c — Prometheus metrics (common/metrics.h) */
+int gw_metrics_init(rpc_server *srv);   /* families and the call observer */
+int gw_metrics_listen(const char *addr, const char *port_file, sg_err *err);
+void gw_metrics_forward(const char *method, double seconds);
+void gw_metrics_decision(const char *action, int allow);
+void gw_metrics_reload(int ok);
+
 /* status.c: fail a call with a reason the agent can parse and text that
  * names nothing internal (addresses, paths, library errors are logged) */
 void gw_fail(rpc_call *c, const sg_err *e);
