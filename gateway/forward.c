@@ -9,6 +9,7 @@
  * client. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "gateway/gw.h"
 
@@ -19,10 +20,15 @@ typedef struct gw_fwd {
     const gw_host *host;      /* borrowed: hosts live as long as the process */
     const char *method;       /* borrowed: a string literal */
     grpc_byte_buffer *last;   /* owned: the held last message (opts.last_field) */
+    struct timespec started;  /* monotonic */
 } gw_fwd;
 
 static void fwd_end(gw_fwd *f, grpc_status_code code)
 {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    gw_metrics_forward(f->method, (double)(now.tv_sec - f->started.tv_sec) +
+                                      (double)(now.tv_nsec - f->started.tv_nsec) / 1e9);
     if (f->opts.on_done)
         f->opts.on_done(f->opts.arg, code);
     rpc_call_unref(f->in);
@@ -104,6 +110,7 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
     f->opts = *opts;
     f->host = h;
     f->method = method;
+    clock_gettime(CLOCK_MONOTONIC, &f->started);
     sg_err err;
     /* A client's cancel must reach the host (a long RunCode is interrupted). */
     rpc_call_watch_close(in);

@@ -68,8 +68,9 @@ void gw_health_stop(void);
 int gw_hosts_connect(sg_err *err);
 gw_host *gw_host_by_name(const char *name);
 /* The highest-scoring SERVING host for a dedupe key (rendezvous hashing by
- * host name); NULL when no host is serving. */
-gw_host *gw_host_for_key(const char *key);
+ * host name); NULL when no host is serving. avoid (optional, per G.hosts
+ * index): hosts to pass over unless no other is serving. */
+gw_host *gw_host_for_key(const char *key, const int *avoid);
 
 /* audit.c — one JSON line per decision; never secret values */
 int gw_audit_open(const char *path, sg_err *err);
@@ -98,6 +99,13 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
 
 /* service.c */
 int gw_service_register(rpc_server *srv, sg_err *err);
+
+/* metrics.c — Prometheus metrics (common/metrics.h) */
+int gw_metrics_init(rpc_server *srv);   /* families and the call observer */
+int gw_metrics_listen(const char *addr, const char *port_file, sg_err *err);
+void gw_metrics_forward(const char *method, double seconds);
+void gw_metrics_decision(const char *action, int allow);
+void gw_metrics_reload(int ok);
 
 /* status.c: fail a call with a reason the agent can parse and text that
  * names nothing internal (addresses, paths, library errors are logged) */

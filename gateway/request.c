@@ -138,6 +138,7 @@ gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const cha
         gw_req_fail(r, &err);
         return NULL;
     }
+    rpc_call_set_label(c, r->id.tenant);   /* metrics: calls by tenant */
     if (!r->msg) {
         gw_req_fail(r, &uerr);
         return NULL;

@@ -390,6 +390,7 @@ static void restart(host_ctx *c)
     host_watch_close(&c->err);
     c->state = CTX_STARTING;
     c->restarts++;
+    host_metrics_context_restart(c->sb->template_name);
     host_ctx_spawn(c);
 }
 
@@ -401,6 +402,8 @@ void host_ctx_exited(host_ctx *c, int code, int sig)
     int oom = ooms > c->sb->oom_base;
     if (ooms > 0)
         c->sb->oom_base = ooms;
+    if (oom)
+        host_metrics_oom(c->sb->template_name);
     if (c->run) {
         char why[512];
         if (oom) {
@@ -476,6 +479,8 @@ void host_ctx_tick(host_ctx *c, int64_t now)
         return;
     if (!r->act.interrupted_us && r->act.deadline_us && now >= r->act.deadline_us) {
         r->act.timed_out = !r->act.cancelled;
+        if (r->act.timed_out)
+            host_metrics_timeout("run");
         r->act.interrupted_us = now;
         host_supervisor_send(c->sb, "INT %s", c->id);
     } else if (r->act.interrupted_us && now - r->act.interrupted_us >= INTERRUPT_GRACE_US) {

@@ -195,11 +195,15 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
         close_tree(&c);
         return SG_EINVAL;
     }
-    static const char *const keys[] = {"listen", "policy", "audit_log", "threads", "tls", "hosts", NULL};
+    static const char *const keys[] = {"listen", "policy", "audit_log", "threads", "tls", "hosts",
+                                       "metrics_listen", NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
     if (out->listen)
         check_addr(&c, ymap_get(root, "listen"), "listen", out->listen);
+    out->metrics_listen = opt_str(&c, root, "", "metrics_listen", NULL);
+    if (out->metrics_listen)
+        check_addr(&c, ymap_get(root, "metrics_listen"), "metrics_listen", out->metrics_listen);
     char *pol = req_str(&c, root, "", "policy");
     out->policy_path = resolve(&c, pol);
     free(pol);
@@ -224,6 +228,7 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
 void config_gateway_cleanup(config_gateway *g)
 {
     free(g->listen);
+    free(g->metrics_listen);
     free(g->policy_path);
     free(g->audit_log);
     free(g->tls_cert);
@@ -363,12 +368,14 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
     }
     static const char *const keys[] = {"listen", "name", "threads", "runtime_dir", "state_dir",
                                        "cgroup_root", "uid_base", "max_sandboxes", "reserve",
-                                       "templates",
-                                       NULL};
+                                       "templates", "metrics_listen", NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
     if (out->listen)
         check_addr(&c, ymap_get(root, "listen"), "listen", out->listen);
+    out->metrics_listen = opt_str(&c, root, "", "metrics_listen", NULL);
+    if (out->metrics_listen)
+        check_addr(&c, ymap_get(root, "metrics_listen"), "metrics_listen", out->metrics_listen);
     out->name = req_str(&c, root, "", "name");
     if (out->name && !name_ok(out->name))
         pol_err(&c.d, ymap_get(root, "name"), "name", "bad host name '%s', expected [a-z0-9]{1,16}", out->name);
@@ -411,6 +418,7 @@ static void free_list(char **l, size_t n)
 void config_host_cleanup(config_host *h)
 {
     free(h->listen);
+    free(h->metrics_listen);
     free(h->name);
     free(h->runtime_dir);
     free(h->state_dir);

@@ -5,6 +5,7 @@
  *
  * Gateway file:
  *   listen: "127.0.0.1:7443"
+ *   metrics_listen: "127.0.0.1:9443"  # optional: Prometheus /metrics over HTTP
  *   policy: "policy.yaml"          # relative paths are relative to this file
  *   audit_log: "audit.log"         # optional; "-" = stderr
  *   threads: 1                     # completion-queue threads
@@ -18,6 +19,7 @@
  *
  * Host file:
  *   listen: "127.0.0.1:7444"
+ *   metrics_listen: "127.0.0.1:9444"  # optional: Prometheus /metrics over HTTP
  *   name: local
  *   threads: 1
  *   runtime_dir: /run/sandgate     # newroot mount point, sockets
@@ -59,6 +61,7 @@ typedef struct config_host_ref {
 
 typedef struct config_gateway {
     char *listen;
+    char *metrics_listen;  /* NULL = no metrics listener */
     char *policy_path;     /* absolute after load */
     char *audit_log;       /* NULL = none */
     int threads;
@@ -90,6 +93,7 @@ typedef struct config_template {
 
 typedef struct config_host {
     char *listen;
+    char *metrics_listen;  /* NULL = no metrics listener */
     char *name;
     int threads;
     char *runtime_dir;

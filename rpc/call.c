@@ -6,6 +6,7 @@
  * status; the close watch, once started, holds one of its own (or rides in
  * the status batch and its ref); the handler borrows the call during its
  * run and takes its own ref to keep it longer. The last unref frees it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,7 @@ static void start_close_watch_locked(rpc_call *c)
 void rpc_call_dispatch(rpc_call *c)
 {
     atomic_store(&c->refs, 2);   /* pending status, the handler's borrow */
+    clock_gettime(CLOCK_MONOTONIC, &c->dispatched);
     if (c->payload) {
         c->req = rpc_flatten(c->payload, &c->req_len);
         grpc_byte_buffer_destroy(c->payload);
@@ -124,6 +126,20 @@ const char *rpc_call_md(rpc_call *c, const char *key, size_t *len)
 }
 
 gpr_timespec rpc_call_deadline(rpc_call *c) { return c->deadline; }
+
+void rpc_call_set_label(rpc_call *c, const char *label)
+{
+    snprintf(c->label, sizeof c->label, "%s", label ? label : "");
+}
+
+static void observe(rpc_call *c, grpc_status_code code)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double s = (double)(now.tv_sec - c->dispatched.tv_sec) +
+               (double)(now.tv_nsec - c->dispatched.tv_nsec) / 1e9;
+    rpc_server_observe(c->srv, c->method->path, code, s, c->label);
+}
 grpc_call *rpc_call_grpc(rpc_call *c) { return c->call; }
 rpc_server *rpc_call_server(rpc_call *c) { return c->srv; }
 int rpc_call_cancelled(rpc_call *c) { return atomic_load(&c->cancelled); }
@@ -305,8 +321,10 @@ static int enqueue(rpc_call *c, rpc_out *o)
         out_free(o);
         return -1;
     }
-    if (o->has_status)
+    if (o->has_status) {
         c->status_queued = 1;
+        observe(c, o->code);
+    }
     /* A status right behind a queued message rides in the same batch. */
     if (o->has_status && !o->msg && c->tail && !c->tail->has_status) {
         rpc_out *t = c->tail;

@@ -57,6 +57,13 @@ size_t rpc_server_services(rpc_server *s, char (*out)[RPC_SERVICE_MAX], size_t c
 int rpc_server_listen(rpc_server *s, const char *addr, grpc_server_credentials *creds,
                       int *port, sg_err *err);
 int rpc_server_start(rpc_server *s, sg_err *err);
+/* fn runs once per call when its status is queued, on the thread that
+ * queued it: the method path, the status, the seconds since the call was
+ * dispatched and its label (rpc_call_set_label; "" if none). For metrics:
+ * it must not block. Before rpc_server_start. */
+typedef void (*rpc_call_observer)(void *arg, const char *method, grpc_status_code code,
+                                  double seconds, const char *label);
+void rpc_server_set_observer(rpc_server *s, rpc_call_observer fn, void *arg);
 grpc_completion_queue *rpc_server_cq(rpc_server *s);
 /* Stop accepting, cancel calls in flight, join the threads. */
 void rpc_server_shutdown(rpc_server *s);
@@ -70,6 +77,9 @@ const uint8_t *rpc_call_request(rpc_call *c, size_t *len);
 /* Metadata value for key, not NUL-terminated; NULL if absent. */
 const char *rpc_call_md(rpc_call *c, const char *key, size_t *len);
 gpr_timespec rpc_call_deadline(rpc_call *c);
+/* A short label the observer gets with the call (the gateway's tenant);
+ * cut at 63 bytes. */
+void rpc_call_set_label(rpc_call *c, const char *label);
 grpc_call *rpc_call_grpc(rpc_call *c);
 rpc_server *rpc_call_server(rpc_call *c);
 /* First value of an auth-context property (e.g. GRPC_PEER_SPIFFE_ID_PROPERTY_NAME)

@@ -135,12 +135,18 @@ class Cluster:
         self.policy = os.path.join(REPO, "deploy", "local", "policy.yaml")
         self._uid_next = 520000 + (os.getpid() % 50) * 2000
 
-    def host(self, label):
+    def host(self, label, restart=None):
         """Start a host named label + a random suffix (sandbox ids and cgroups
-        carry it, so runs never touch each other's). Returns its Proc."""
-        name = "%s%s" % (label, uuid.uuid4().hex[:6])
+        carry it, so runs never touch each other's). Returns its Proc.
+        restart=<a stopped host's Proc>: start it again, same name and port."""
+        if restart is not None:
+            if restart.proc.poll() is None:
+                raise RuntimeError("host %s is still running" % restart.name)
+            name, listen = restart.name, "127.0.0.1:%d" % restart.port
+        else:
+            name, listen = "%s%s" % (label, uuid.uuid4().hex[:6]), "127.0.0.1:0"
         d = os.path.join(self.tmp, name)
-        os.makedirs(os.path.join(d, "rt"))
+        os.makedirs(os.path.join(d, "rt"), exist_ok=True)
         with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
             y = f.read()
         y = re.sub(r"(?m)^runtime_dir:.*$", "runtime_dir: %s/rt" % d, y)
@@ -153,8 +159,10 @@ class Cluster:
         with open(cfg, "w") as f:
             f.write(y)
         port_file = os.path.join(d, "host.port")
+        if os.path.exists(port_file):
+            os.unlink(port_file)
         p = Proc("host", name, [os.path.join(BUILD, "bin", "sandgate-host"), "--config", cfg,
-                                "--listen", "127.0.0.1:0", "--name", name, "--runtime-dir",
+                                "--listen", listen, "--name", name, "--runtime-dir",
                                 os.path.join(d, "rt"), "--audit-log",
                                 os.path.join(d, "audit.log"), "--port-file", port_file],
                  os.path.join(d, "host.log"))
