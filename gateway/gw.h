@@ -68,8 +68,9 @@ void gw_health_stop(void);
 int gw_hosts_connect(sg_err *err);
 gw_host *gw_host_by_name(const char *name);
 /* The highest-scoring SERVING host for a dedupe key (rendezvous hashing by
- * host name); NULL when no host is serving. */
-gw_host *gw_host_for_key(const char *key);
+ * host name); NULL when no host is serving. avoid (optional, per G.hosts
+ * index): hosts to pass over unless no other is serving. */
+gw_host *gw_host_for_key(const char *key, const int *avoid);
 
 /* audit.c — one JSON line per decision; never secret values */
 int gw_audit_open(const char *path, sg_err *err);
