@@ -66,6 +66,7 @@ static void put_json(line *l, const char *s)
 void gw_audit(const policy *p, const char *tenant, const char *user, const char *task, const char *sandbox,
               const char *action, int allow, const char *rule, const char *message)
 {
+    gw_metrics_decision(action, allow);
     if (!audit_f)
         return;
     struct timespec ts;

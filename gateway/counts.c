@@ -5,7 +5,10 @@
  * chosen host still re-checks the quota atomically (live_elsewhere_*).
  *
  * A stopped host's sandboxes are still there when it resumes, so its entry
- * does not expire; it is replaced by the host's next answer. A sandbox the
+ * does not expire; it is replaced by the host's next answer: to a create's
+ * fan-out (that tenant), or its load report (every tenant, about once a
+ * second, health.c), so a replica that never created for a tenant still
+ * counts that tenant's sandboxes on a host that has just stopped. A sandbox the
  * gateway just created is added to its host's entry at once (gw_counts_add),
  * so an entry is never a create behind; one killed or expired since the
  * last answer still counts until the next (while the host is down, a count
@@ -108,6 +111,53 @@ void gw_counts_put(size_t host, const char *tenant, const Sandgate__V1__HostList
     }
     pthread_mutex_unlock(&counts_mu);
     free(buf);
+}
+
+/* Owners of tenant's sandboxes in `all`, as a HostListResponse to put. */
+static void put_tenant(size_t host, const char *tenant, const Sandgate__V1__HostListResponse *all)
+{
+    Sandgate__V1__HostSandbox **ptrs = calloc(all->n_sandboxes + 1, sizeof *ptrs);
+    size_t k = 0;
+    for (size_t i = 0; i < all->n_sandboxes; i++) {
+        const Sandgate__V1__Owner *o = all->sandboxes[i]->owner;
+        if (o && strcmp(o->tenant_id, tenant) == 0)
+            ptrs[k++] = all->sandboxes[i];
+    }
+    Sandgate__V1__HostListResponse one;
+    sandgate__v1__host_list_response__init(&one);
+    one.n_sandboxes = k;
+    one.sandboxes = ptrs;
+    gw_counts_put(host, tenant, &one);
+    free(ptrs);
+}
+
+void gw_counts_report(size_t host, const Sandgate__V1__HostListResponse *all)
+{
+    if (host >= GW_MAX_HOSTS || !all)
+        return;
+    /* Each tenant in the report and each cached one (gone from the report
+     * means none left there) gets the report's list of its owners. */
+    pthread_mutex_lock(&counts_mu);
+    size_t cached = counts[host].n, n = 0;
+    const char **names = calloc(cached + all->n_sandboxes + 1, sizeof *names);
+    char (*copies)[TENANCY_NAME_MAX] = calloc(cached + 1, sizeof *copies);
+    for (size_t i = 0; i < cached; i++) {
+        memcpy(copies[i], counts[host].items[i].tenant, TENANCY_NAME_MAX);
+        names[n++] = copies[i];
+    }
+    pthread_mutex_unlock(&counts_mu);
+    for (size_t i = 0; i < all->n_sandboxes; i++) {
+        const Sandgate__V1__Owner *o = all->sandboxes[i]->owner;
+        size_t j = 0;
+        while (o && j < n && strcmp(names[j], o->tenant_id) != 0)
+            j++;
+        if (o && j == n)
+            names[n++] = o->tenant_id;
+    }
+    for (size_t j = 0; j < n; j++)
+        put_tenant(host, names[j], all);
+    free(copies);
+    free(names);
 }
 
 void gw_counts_add(size_t host, const char *tenant, const Sandgate__V1__Owner *owner)

@@ -4,9 +4,12 @@
  * client slows the host instead of filling the gateway's memory; the message
  * that ends a stream (RunCode's End, Exec's exit) waits for the status, which
  * follows it at once, and goes out with it. Unary: one batch to the host, and
- * the reply and status to the client in one batch. */
+ * the reply and status to the client in one batch. A failing status is
+ * answered in its public form (status.c): grpc's own text never reaches the
+ * client. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "gateway/gw.h"
 
@@ -14,19 +17,18 @@ typedef struct gw_fwd {
     rpc_call *in;       /* owned ref */
     rpc_fwd *out;       /* owned by rpc_fwd; valid until on_done */
     gw_fwd_opts opts;
+    const gw_host *host;      /* borrowed: hosts live as long as the process */
+    const char *method;       /* borrowed: a string literal */
     grpc_byte_buffer *last;   /* owned: the held last message (opts.last_field) */
+    struct timespec started;  /* monotonic */
 } gw_fwd;
-
-static const char *host_details(grpc_status_code code, const char *details)
-{
-    /* UNAVAILABLE from the transport means the host is down; say which. */
-    if (code == GRPC_STATUS_UNAVAILABLE && details[0] == 0)
-        return "sandbox host unavailable";
-    return details;
-}
 
 static void fwd_end(gw_fwd *f, grpc_status_code code)
 {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    gw_metrics_forward(f->method, (double)(now.tv_sec - f->started.tv_sec) +
+                                      (double)(now.tv_nsec - f->started.tv_nsec) / 1e9);
     if (f->opts.on_done)
         f->opts.on_done(f->opts.arg, code);
     rpc_call_unref(f->in);
@@ -61,10 +63,17 @@ static void on_host_message(void *arg, rpc_fwd *out, grpc_byte_buffer *bb)
         rpc_fwd_cancel(f->out);
 }
 
-static void on_host_done(void *arg, grpc_status_code code, const char *details)
+static void on_host_done(void *arg, grpc_status_code code, const char *details,
+                         const rpc_trailer *t)
 {
     gw_fwd *f = arg;
-    rpc_call_finish_msg(f->in, f->last, code, host_details(code, details));
+    if (code == GRPC_STATUS_OK) {
+        rpc_call_finish_msg(f->in, f->last, code, NULL);
+    } else {
+        if (f->last)   /* queued: the status rides in its batch */
+            rpc_call_send(f->in, f->last, NULL, NULL);
+        gw_fail_from_host(f->in, f->host, f->method, f->opts.sandbox_id, code, details, t);
+    }
     f->last = NULL;
     fwd_end(f, code);
 }
@@ -85,7 +94,11 @@ static void on_host_reply(void *arg, rpc_unary_result *res)
             return;
         }
     }
-    rpc_call_finish_msg(f->in, bb, res->code, host_details(res->code, res->details));
+    if (res->code == GRPC_STATUS_OK)
+        rpc_call_finish_msg(f->in, bb, res->code, NULL);
+    else
+        gw_fail_from_host(f->in, f->host, f->method, f->opts.sandbox_id, res->code, res->details,
+                          &res->trailer);
     fwd_end(f, res->code);
 }
 
@@ -95,6 +108,9 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
     gw_fwd *f = calloc(1, sizeof *f);
     f->in = rpc_call_ref(in);
     f->opts = *opts;
+    f->host = h;
+    f->method = method;
+    clock_gettime(CLOCK_MONOTONIC, &f->started);
     sg_err err;
     /* A client's cancel must reach the host (a long RunCode is interrupted). */
     rpc_call_watch_close(in);
@@ -110,7 +126,7 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
                              rpc_pack(req), on_host_reply, f, &err);
     }
     if (rc != 0) {
-        gw_fail(in, &err);
+        gw_fail_internal(in, method, &err);
         fwd_end(f, GRPC_STATUS_INTERNAL);
     }
 }

@@ -21,6 +21,8 @@ typedef struct gw_host {
     atomic_int serving;         /* GW_HOST_*: health.c writes, anyone reads */
     atomic_int checking;        /* health.c: a Check is in flight */
     int misses;                 /* health.c only: Checks in a row past their deadline */
+    int reporting;              /* health.c only: a load report is in flight */
+    int64_t next_report_ms;     /* health.c only: when to ask for the next */
 } gw_host;
 
 enum { GW_HOST_UNKNOWN = 0, GW_HOST_SERVING = 1, GW_HOST_NOT_SERVING = 2 };
@@ -51,6 +53,9 @@ void gw_policy_watch_start(void);  /* SIGHUP and file-change watch thread */
 #define GW_HEALTH_PERIOD_MS 200
 #define GW_HEALTH_DEADLINE_MS 400
 #define GW_HEALTH_MISSES 2
+/* ...and, while it is SERVING, every GW_LOAD_REPORT_MS its load report:
+ * every tenant's live sandboxes, for the cached quota counts (counts.c). */
+#define GW_LOAD_REPORT_MS 1000
 /* Nonzero while the host's last Check answered SERVING in time. A host not
  * yet checked, stopped, wedged or down reads 0. Lock-free; any thread. */
 int gw_host_serving(const gw_host *h);
@@ -63,8 +68,9 @@ void gw_health_stop(void);
 int gw_hosts_connect(sg_err *err);
 gw_host *gw_host_by_name(const char *name);
 /* The highest-scoring SERVING host for a dedupe key (rendezvous hashing by
- * host name); NULL when no host is serving. */
-gw_host *gw_host_for_key(const char *key);
+ * host name); NULL when no host is serving. avoid (optional, per G.hosts
+ * index): hosts to pass over unless no other is serving. */
+gw_host *gw_host_for_key(const char *key, const int *avoid);
 
 /* audit.c — one JSON line per decision; never secret values */
 int gw_audit_open(const char *path, sg_err *err);
@@ -85,6 +91,7 @@ typedef struct gw_fwd_opts {
     void (*on_done)(void *arg, grpc_status_code code);   /* optional */
     void *arg;
     double timeout_s;           /* bound on the host call; the client's deadline also applies */
+    const char *sandbox_id;     /* borrowed (lives as long as arg): named in a lost answer */
 } gw_fwd_opts;
 
 void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMessage *req,
@@ -93,9 +100,42 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
 /* service.c */
 int gw_service_register(rpc_server *srv, sg_err *err);
 
-/* status.c: fail a call with a reason the agent can parse */
+/* metrics.c — Prometheus metrics (common/metrics.h) */
+int gw_metrics_init(rpc_server *srv);   /* families and the call observer */
+int gw_metrics_listen(const char *addr, const char *port_file, sg_err *err);
+void gw_metrics_forward(const char *method, double seconds);
+void gw_metrics_decision(const char *action, int allow);
+void gw_metrics_reload(int ok);
+
+/* status.c: fail a call with a reason the agent can parse and text that
+ * names nothing internal (addresses, paths, library errors are logged) */
 void gw_fail(rpc_call *c, const sg_err *e);
 void gw_fail_policy(rpc_call *c, int code, const char *reason, const char *rule,
                     const char *message, const char *asked);
+/* What an id that never existed gets (and so does anyone else's sandbox). */
+void gw_fail_not_found(rpc_call *c);
+/* UNAVAILABLE, reason HOST_UNAVAILABLE: the same for every caller and id. */
+void gw_fail_host_unavailable(rpc_call *c);
+/* INTERNAL with a fixed text; what and e are logged. */
+void gw_fail_internal(rpc_call *c, const char *what, const sg_err *e);
+/* NOT_FOUND, reason SANDBOX_LOST: only ever to the sandbox's owner. */
+void gw_fail_lost(rpc_call *c, const char *sandbox_id, const char *lost_at);
+/* The host's ErrorInfo when its status says the sandbox was lost to a host
+ * restart (NOT_FOUND, SANDBOX_LOST; metadata names the owner), else NULL.
+ * Free with protobuf_c_message_free_unpacked. */
+Sandgate__V1__ErrorInfo *gw_host_lost_info(grpc_status_code code, const rpc_trailer *t);
+/* The public form of a host call's failing status (pure; status_test.c).
+ * from_peer: the host's handler chose it (rpc.h RPC_ORIGIN_KEY). message is
+ * static or details itself; log says the host's text goes to the log. */
+typedef struct gw_public {
+    grpc_status_code code;
+    const char *message;
+    const char *reason;         /* ErrorInfo reason, or NULL for none */
+    int log;
+} gw_public;
+gw_public gw_public_from_host(grpc_status_code code, const char *details, int from_peer);
+/* A host call failed: answer c with the public form of its status. */
+void gw_fail_from_host(rpc_call *c, const gw_host *h, const char *method, const char *sandbox_id,
+                       grpc_status_code code, const char *details, const rpc_trailer *t);
 
 #endif

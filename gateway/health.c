@@ -10,6 +10,11 @@
  * (router.c) and fan-outs (list.c) read the flag and skip such hosts at once,
  * so no public call waits on a host the checker already knows is gone.
  *
+ * While a host is SERVING it is also asked, every GW_LOAD_REPORT_MS, for its
+ * load report (ListSandboxes with all_tenants), which refreshes the cached
+ * quota counts (counts.c) for every tenant: a create on any replica then
+ * counts a host that has just stopped by what it held a second before.
+ *
  * Nothing here blocks the server's loop threads: the checks complete on this
  * thread's queue. A Watch stream would not do: a stopped host keeps its TCP
  * connection, so the stream just goes quiet. */
@@ -18,7 +23,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "gateway/gw.h"
+#include "gateway/request.h"
 #include "grpc/health/v1/health.pb-c.h"
 
 static grpc_completion_queue *health_cq;
@@ -94,6 +99,38 @@ static void check_start(gw_host *h)
     }
 }
 
+static void on_report_done(void *arg, rpc_unary_result *res)
+{
+    gw_host *h = arg;
+    if (res->resp) {
+        size_t len;
+        uint8_t *buf = rpc_flatten(res->resp, &len);
+        grpc_byte_buffer_destroy(res->resp);
+        Sandgate__V1__HostListResponse *all = (Sandgate__V1__HostListResponse *)rpc_unpack(
+            &sandgate__v1__host_list_response__descriptor, buf, len, NULL);
+        free(buf);
+        if (all) {
+            gw_counts_report((size_t)(h - G.hosts), all);
+            protobuf_c_message_free_unpacked(&all->base, NULL);
+        }
+    }
+    h->reporting = 0;
+}
+
+static void report_start(gw_host *h, int64_t now)
+{
+    Sandgate__V1__HostListRequest req;
+    sandgate__v1__host_list_request__init(&req);
+    req.all_tenants = 1;
+    sg_err e;
+    h->next_report_ms = now + GW_LOAD_REPORT_MS;
+    h->reporting = 1;
+    if (rpc_unary_start(h->channel, health_cq, NULL, "/sandgate.v1.Host/ListSandboxes",
+                        rpc_deadline_in(GW_LOAD_REPORT_MS / 1000.0), NULL, 0, rpc_pack(&req.base),
+                        on_report_done, h, &e) != 0)
+        h->reporting = 0;
+}
+
 static void *health_main(void *arg)
 {
     int64_t next = 0;
@@ -105,9 +142,13 @@ static void *health_main(void *arg)
         }
         int64_t t = now_ms();
         if (!stopping && t >= next) {
-            for (size_t i = 0; i < G.n_hosts; i++)
-                if (!atomic_load(&G.hosts[i].checking))
-                    check_start(&G.hosts[i]);
+            for (size_t i = 0; i < G.n_hosts; i++) {
+                gw_host *h = &G.hosts[i];
+                if (!atomic_load(&h->checking))
+                    check_start(h);
+                if (!h->reporting && t >= h->next_report_ms && gw_host_serving(h))
+                    report_start(h, t);
+            }
             next = t + GW_HEALTH_PERIOD_MS;
         }
         gpr_timespec until = stopping ? gpr_inf_future(GPR_CLOCK_MONOTONIC)

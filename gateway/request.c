@@ -138,6 +138,7 @@ gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const cha
         gw_req_fail(r, &err);
         return NULL;
     }
+    rpc_call_set_label(c, r->id.tenant);   /* metrics: calls by tenant */
     if (!r->msg) {
         gw_req_fail(r, &uerr);
         return NULL;
@@ -237,22 +238,45 @@ static void owner_from_host(gw_req *r, grpc_byte_buffer *bb)
         protobuf_c_message_free_unpacked(&hs->base, NULL);
 }
 
+/* The host says the sandbox was lost to its restart. Only its owner hears
+ * that; anyone else gets exactly what an id that never existed gets. */
+static void owner_lost(gw_req *r, const Sandgate__V1__ErrorInfo *info)
+{
+    const char *t = rpc_error_info_get(info, "tenant_id"), *u = rpc_error_info_get(info, "user_id"),
+               *k = rpc_error_info_get(info, "task_id");
+    int own = t && u && strcmp(t, r->id.tenant) == 0 && strcmp(u, r->id.user) == 0 &&
+              (!r->has_token || (k && strcmp(k, r->token.task) == 0));
+    if (own)
+        gw_fail_lost(r->in, r->sandbox_id, rpc_error_info_get(info, "lost_at"));
+    else
+        gw_fail_not_found(r->in);
+    gw_req_free(r);
+}
+
 static void on_owner_done(void *arg, rpc_unary_result *res)
 {
     gw_req *r = arg;
-    sg_err err;
     if (res->resp)
         owner_from_host(r, res->resp);
     if (res->code == GRPC_STATUS_OK && r->owner_found) {
         owner_proven(r);
         return;
     }
+    Sandgate__V1__ErrorInfo *lost = gw_host_lost_info(res->code, &res->trailer);
+    if (lost) {
+        owner_lost(r, lost);
+        protobuf_c_message_free_unpacked(&lost->base, NULL);
+        return;
+    }
+    /* Whatever else the host (or grpc) says depends on the id's text and
+     * the host's state, never on whose the sandbox is: a host that is down
+     * is the same HOST_UNAVAILABLE for every id and caller. */
     if (res->code == GRPC_STATUS_NOT_FOUND || res->code == GRPC_STATUS_OK)
-        sg_err_set(&err, SG_ENOTFOUND, TENANCY_NOT_FOUND_MSG);
+        gw_fail_not_found(r->in);
     else
-        sg_err_set(&err, SG_EUNAVAIL, "sandbox host %s: %s", r->host->name,
-                   res->details[0] ? res->details : "unavailable");
-    gw_req_fail(r, &err);
+        gw_fail_from_host(r->in, r->host, "/sandgate.v1.Host/GetSandbox", r->sandbox_id,
+                          res->code, res->details, &res->trailer);
+    gw_req_free(r);
 }
 
 void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r))
@@ -271,7 +295,20 @@ void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r))
         gw_req_fail(r, &err);
         return;
     }
-    if (tenancy_owner_get(r->sandbox_id, r->owner_tenant, r->owner_user, r->owner_task) == 0) {
+    /* A host the health checker sees down answers at once, before anything
+     * about the id is looked at: the same HOST_UNAVAILABLE for every id and
+     * caller, and no call waits on a stopped host for its deadline. */
+    if (!gw_host_serving(r->host)) {
+        gw_fail_host_unavailable(r->in);
+        gw_req_free(r);
+        return;
+    }
+    /* The cache only ever proves ownership. A caller it names as someone
+     * else asks the host like an uncached id does, so another tenant's
+     * sandbox answers exactly as an id that never existed, host down
+     * included (and a stale entry is corrected). */
+    if (tenancy_owner_get(r->sandbox_id, r->owner_tenant, r->owner_user, r->owner_task) == 0 &&
+        strcmp(r->owner_tenant, r->id.tenant) == 0 && strcmp(r->owner_user, r->id.user) == 0) {
         owner_proven(r);
         return;
     }
@@ -280,8 +317,10 @@ void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r))
     ref.sandbox_id = (char *)r->sandbox_id;
     if (rpc_unary_start(r->host->channel, rpc_server_cq(rpc_call_server(r->in)),
                         rpc_call_grpc(r->in), "/sandgate.v1.Host/GetSandbox", rpc_deadline_in(10),
-                        NULL, 0, rpc_pack(&ref.base), on_owner_done, r, &err) != 0)
-        gw_req_fail(r, &err);
+                        NULL, 0, rpc_pack(&ref.base), on_owner_done, r, &err) != 0) {
+        gw_fail_internal(r->in, "owner lookup", &err);
+        gw_req_free(r);
+    }
 }
 
 /* ---- forwarding ---- */
@@ -295,13 +334,13 @@ void gw_req_forward(gw_req *r, const char *method, const ProtobufCMessage *req,
                     grpc_byte_buffer *(*rewrite)(void *, grpc_byte_buffer *), double timeout_s)
 {
     gw_fwd_opts o = {.rewrite = rewrite, .on_done = on_forward_done, .arg = r,
-                     .timeout_s = timeout_s};
+                     .timeout_s = timeout_s, .sandbox_id = r->sandbox_id};
     gw_forward(r->in, r->host, method, req ? req : r->msg, &o);
 }
 
 void gw_req_forward_stream(gw_req *r, const char *method, uint32_t last_field, double timeout_s)
 {
     gw_fwd_opts o = {.stream = 1, .last_field = last_field, .on_done = on_forward_done, .arg = r,
-                     .timeout_s = timeout_s};
+                     .timeout_s = timeout_s, .sandbox_id = r->sandbox_id};
     gw_forward(r->in, r->host, method, r->msg, &o);
 }

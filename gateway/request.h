@@ -58,6 +58,8 @@ void gw_list_all(gw_req *r, const char *user, gw_list_done done);
 /* counts.c — each host's last answer to the quota count, per tenant, for
  * when it cannot answer now. get returns a copy (free_unpacked) or NULL. */
 void gw_counts_put(size_t host, const char *tenant, const Sandgate__V1__HostListResponse *part);
+/* The host's load report (every tenant's live sandboxes): replaces its entries. */
+void gw_counts_report(size_t host, const Sandgate__V1__HostListResponse *all);
 /* A sandbox this gateway just created there (added to an entry, if any). */
 void gw_counts_add(size_t host, const char *tenant, const Sandgate__V1__Owner *owner);
 Sandgate__V1__HostListResponse *gw_counts_get(size_t host, const char *tenant);

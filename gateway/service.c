@@ -125,7 +125,9 @@ static int add_secrets(gw_req *r, const Sandgate__V1__CreateSandboxRequest *req,
         size_t len;
         sg_err e;
         if (policy_secret_value(&grants[i], p->values[i], SECRET_MAX, &len, &e) != 0) {
-            /* The message names the secret and its source, never a value. */
+            /* The log names the secret and its source (a path or variable),
+             * the caller only the secret; never a value. */
+            fprintf(stderr, "sandgate: create: %s\n", e.msg);
             sg_err_set(&e, SG_EUNAVAIL, "secret %s cannot be read by the gateway", grants[i].name);
             gw_req_fail(r, &e);
             return -1;
@@ -192,8 +194,11 @@ static void count_live(gw_req *r, Sandgate__V1__HostListResponse *part, uint32_t
  * even after placement changed under it (its winning host flapped, a host
  * was added). If that host is not SERVING the create fails UNAVAILABLE
  * rather than start a second sandbox for the task elsewhere. Otherwise the
- * highest-scoring serving host for the key (router.c). */
-static gw_host *create_host(gw_req *r, int holder, const char *dedupe, sg_err *e)
+ * highest-scoring serving host for the key (router.c), passing over hosts
+ * that did not answer the count just now (silent[]): a host that was just
+ * killed refuses connections before the health check has noticed. */
+static gw_host *create_host(gw_req *r, int holder, const char *dedupe, const int *silent,
+                            sg_err *e)
 {
     const Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
     if (holder >= 0) {
@@ -203,7 +208,7 @@ static gw_host *create_host(gw_req *r, int holder, const char *dedupe, sg_err *e
                    "not serving; retry later", req->task_id, G.hosts[holder].name);
         return NULL;
     }
-    gw_host *h = gw_host_for_key(dedupe);
+    gw_host *h = gw_host_for_key(dedupe, silent);
     if (!h)
         sg_err_set(e, SG_EUNAVAIL, G.n_hosts ? "no sandbox host is serving; retry later"
                                              : "no sandbox hosts configured");
@@ -218,11 +223,12 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
     /* per host, so the chosen host can add the others' to its own count */
     uint32_t live_tenant = 0, live_user = 0, host_tenant[GW_MAX_HOSTS] = {0},
              host_user[GW_MAX_HOSTS] = {0};
-    int holder = -1, holder_fresh = 0;
+    int holder = -1, holder_fresh = 0, silent[GW_MAX_HOSTS] = {0};
     size_t n_cached = 0;
     for (size_t i = 0; i < n_parts && i < GW_MAX_HOSTS; i++) {
         /* A host that did not answer counts what it said last (counts.c). */
         Sandgate__V1__HostListResponse *part = parts[i], *cached = NULL;
+        silent[i] = !part;
         if (part)
             gw_counts_put(i, r->id.tenant, part);
         else if ((part = cached = gw_counts_get(i, r->id.tenant)))
@@ -258,7 +264,7 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
     }
     add_egress(r, req, p);
     tenancy_dedupe_key(scope, r->id.tenant, r->id.user, req->task_id, p->dedupe, sizeof p->dedupe);
-    r->host = create_host(r, holder, p->dedupe, &e);
+    r->host = create_host(r, holder, p->dedupe, silent, &e);
     if (!r->host || tenancy_new_sandbox_id(r->host->name, p->id, sizeof p->id, &e) != 0) {
         gw_req_fail(r, &e);
         wipe_parts(p);
@@ -409,7 +415,7 @@ static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t
     out.n_unreachable_hosts = n_unreachable;
     out.unreachable_hosts = unreachable;
     if (n_parts > 0 && n_unreachable == n_parts)
-        rpc_call_finish(r->in, GRPC_STATUS_UNAVAILABLE, "no sandbox host answered");
+        gw_fail_host_unavailable(r->in);
     else
         rpc_call_reply(r->in, &out.base);
     free(items);

@@ -1,60 +1,142 @@
-/* status.c — failing a public call so an agent can tell a policy block from
- * an outage: PERMISSION_DENIED / RESOURCE_EXHAUSTED carry a google.rpc.Status
- * in the grpc-status-details-bin trailer with an ErrorInfo naming the
- * reason, the rule and what was asked. Never secret values. */
+/* status.c — what a failing public call says. Two rules (README, API:
+ * errors):
+ *  - An agent can tell a policy block from an outage from a lost sandbox:
+ *    PERMISSION_DENIED / RESOURCE_EXHAUSTED for policy, UNAVAILABLE with
+ *    HOST_UNAVAILABLE for a host that cannot be reached, NOT_FOUND with
+ *    SANDBOX_LOST for the owner's sandbox that its host's restart took. The
+ *    reason rides in an ErrorInfo in grpc-status-details-bin (rpc/status.c).
+ *  - Public text is stable and ours: grpc's own status text for a host call
+ *    (addresses, resolver and socket errors) and a host's internal errors
+ *    (syscalls, paths, errno) are logged here and never sent. A host's
+ *    answers about the request itself (bad path, no such context, quota)
+ *    are relayed as the host worded them; never secret values. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gateway/gw.h"
-#include "sandgate/v1/errors.pb-c.h"
+
+#define HOST_UNAVAILABLE_MSG "sandbox host unavailable; retry later"
 
 void gw_fail(rpc_call *c, const sg_err *e)
 {
-    rpc_call_fail(c, e);
+    /* The gateway's own failures (a library call, the OS) name syscalls and
+     * their arguments, which is what the log wants and the caller must not
+     * see. Every other code's text is about the request and is meant for it. */
+    if (e->code == SG_EINTERNAL)
+        gw_fail_internal(c, "internal error", e);
+    else
+        rpc_call_fail(c, e);
 }
 
 void gw_fail_policy(rpc_call *c, int code, const char *reason, const char *rule,
                     const char *message, const char *asked)
 {
-    Sandgate__V1__ErrorInfo info;
-    sandgate__v1__error_info__init(&info);
-    info.reason = (char *)reason;
-    info.domain = "sandgate";
-    Sandgate__V1__ErrorInfo__MetadataEntry e_rule, e_asked;
-    sandgate__v1__error_info__metadata_entry__init(&e_rule);
-    sandgate__v1__error_info__metadata_entry__init(&e_asked);
-    e_rule.key = "rule";
-    e_rule.value = (char *)(rule ? rule : "");
-    e_asked.key = "asked";
-    e_asked.value = (char *)(asked ? asked : "");
-    Sandgate__V1__ErrorInfo__MetadataEntry *md[] = {&e_rule, &e_asked};
-    info.n_metadata = 2;
-    info.metadata = md;
+    rpc_kv md[] = {{"rule", rule ? rule : ""}, {"asked", asked ? asked : ""}};
+    rpc_call_fail_info(c, rpc_status_from_err(code), message, reason, md, 2);
+}
 
-    size_t ilen = protobuf_c_message_get_packed_size(&info.base);
-    uint8_t *ibuf = malloc(ilen);
-    protobuf_c_message_pack(&info.base, ibuf);
-    Sandgate__V1__RpcAny any;
-    sandgate__v1__rpc_any__init(&any);
-    any.type_url = "type.googleapis.com/google.rpc.ErrorInfo";
-    any.value.data = ibuf;
-    any.value.len = ilen;
-    Sandgate__V1__RpcAny *anys[] = {&any};
-    Sandgate__V1__RpcStatus st;
-    sandgate__v1__rpc_status__init(&st);
-    grpc_status_code gcode = rpc_status_from_err(code);
-    st.code = (int32_t)gcode;
-    st.message = (char *)message;
-    st.n_details = 1;
-    st.details = anys;
-    size_t slen = protobuf_c_message_get_packed_size(&st.base);
-    grpc_slice val = grpc_slice_malloc(slen);
-    protobuf_c_message_pack(&st.base, GRPC_SLICE_START_PTR(val));
-    free(ibuf);
+void gw_fail_not_found(rpc_call *c)
+{
+    rpc_call_finish(c, GRPC_STATUS_NOT_FOUND, TENANCY_NOT_FOUND_MSG);
+}
 
-    grpc_metadata md_out = {.key = grpc_slice_from_static_string("grpc-status-details-bin"),
-                            .value = val};
-    rpc_call_finish_md(c, gcode, message, &md_out, 1);
-    grpc_slice_unref(val);
+void gw_fail_host_unavailable(rpc_call *c)
+{
+    gw_public p = gw_public_from_host(GRPC_STATUS_UNAVAILABLE, "", 0);
+    rpc_call_fail_info(c, p.code, p.message, p.reason, NULL, 0);
+}
+
+void gw_fail_internal(rpc_call *c, const char *what, const sg_err *e)
+{
+    fprintf(stderr, "sandgate: %s: %s\n", what, e ? e->msg : "");
+    rpc_call_finish(c, GRPC_STATUS_INTERNAL, "internal error in the gateway");
+}
+
+void gw_fail_lost(rpc_call *c, const char *sandbox_id, const char *lost_at)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "sandbox %.100s was lost: its host restarted and its state is gone; create a new one",
+             sandbox_id);
+    rpc_kv md[] = {{"sandbox_id", sandbox_id}, {"lost_at", lost_at ? lost_at : ""}};
+    rpc_call_fail_info(c, GRPC_STATUS_NOT_FOUND, msg, "SANDBOX_LOST", md, 2);
+}
+
+Sandgate__V1__ErrorInfo *gw_host_lost_info(grpc_status_code code, const rpc_trailer *t)
+{
+    if (code != GRPC_STATUS_NOT_FOUND || !t || !t->from_peer)
+        return NULL;
+    Sandgate__V1__ErrorInfo *info = rpc_error_info_parse(t->details_bin, t->details_bin_len);
+    if (info && (!info->reason || strcmp(info->reason, "SANDBOX_LOST") != 0)) {
+        protobuf_c_message_free_unpacked(&info->base, NULL);
+        info = NULL;
+    }
+    return info;
+}
+
+gw_public gw_public_from_host(grpc_status_code code, const char *details, int from_peer)
+{
+    gw_public p = {.code = code, .message = details ? details : "", .reason = NULL, .log = 0};
+    if (!from_peer) {
+        /* grpc made this status up on our side of the host call. */
+        p.log = 1;
+        switch (code) {
+        case GRPC_STATUS_UNAVAILABLE:
+            p.message = HOST_UNAVAILABLE_MSG;
+            p.reason = "HOST_UNAVAILABLE";
+            break;
+        case GRPC_STATUS_DEADLINE_EXCEEDED:
+            p.message = "the sandbox host did not answer in time";
+            break;
+        case GRPC_STATUS_CANCELLED:
+            p.message = "cancelled";
+            break;
+        case GRPC_STATUS_RESOURCE_EXHAUSTED:
+            p.message = "the sandbox host's answer is larger than the gateway accepts";
+            break;
+        case GRPC_STATUS_NOT_FOUND:   /* grpc never says it; a host from before the trailer */
+            p.message = TENANCY_NOT_FOUND_MSG;
+            break;
+        default:
+            p.code = GRPC_STATUS_INTERNAL;
+            p.message = "the call to the sandbox host failed";
+            break;
+        }
+        return p;
+    }
+    switch (code) {
+    case GRPC_STATUS_INTERNAL:
+    case GRPC_STATUS_UNKNOWN:
+    case GRPC_STATUS_DATA_LOSS:
+        p.log = 1;
+        p.code = GRPC_STATUS_INTERNAL;
+        p.message = "internal error in the sandbox host";
+        break;
+    default:
+        break;
+    }
+    return p;
+}
+
+void gw_fail_from_host(rpc_call *c, const gw_host *h, const char *method, const char *sandbox_id,
+                       grpc_status_code code, const char *details, const rpc_trailer *t)
+{
+    Sandgate__V1__ErrorInfo *lost = gw_host_lost_info(code, t);
+    if (lost) {
+        /* Only calls whose ownership was proven get here (request.c). */
+        gw_fail_lost(c, sandbox_id ? sandbox_id : "", rpc_error_info_get(lost, "lost_at"));
+        protobuf_c_message_free_unpacked(&lost->base, NULL);
+        return;
+    }
+    int from_peer = t && t->from_peer;
+    gw_public p = gw_public_from_host(code, details, from_peer);
+    if (p.log)
+        fprintf(stderr, "sandgate: host %s (%s) %s: %s%s: %s\n", h->name, h->address, method,
+                rpc_status_name(code), from_peer ? "" : " (grpc)",
+                details && details[0] ? details : "(no details)");
+    if (p.reason)
+        rpc_call_fail_info(c, p.code, p.message, p.reason, NULL, 0);
+    else
+        rpc_call_finish(c, p.code, p.message);
 }

@@ -34,6 +34,7 @@ static int audit_fd = -1;     /* owned (append-only), or -1: stderr */
 static void on_proxy_audit(void *arg, const egress_audit *a)
 {
     (void)arg;
+    host_metrics_egress(a->kind, a->allow, a->rule, a->bytes_up, a->bytes_down);
     char line[2048];
     size_t n = egress_audit_json(a, line, sizeof line);
     /* one write of one line: O_APPEND keeps lines whole across writers */

@@ -16,10 +16,12 @@
 #include <unistd.h>
 
 #include "common/daemon.h"
+#include "host/admit.h"
 #include "host/contain/contain.h"
 #include "host/files.h"
 #include "host/host.h"
 #include "rpc/health.h"
+#include "rpc/metrics_http.h"
 #include "rpc/reflection.h"
 
 /* The host API's descriptors, embedded at build time (CMakeLists.txt). */
@@ -33,12 +35,17 @@ static void usage(void)
     fprintf(stderr,
             "usage: sandgate-host --config FILE [--listen ADDR] [--port-file FILE]\n"
             "                     [--contain-lib PATH] [--runtime DIR] [--name NAME]\n"
-            "                     [--runtime-dir DIR] [--audit-log FILE]\n"
-            "                     [--egress-hosts FILE]\n"
+            "                     [--runtime-dir DIR] [--state-dir DIR] [--audit-log FILE]\n"
+            "                     [--egress-hosts FILE] [--metrics-listen ADDR]\n"
+            "                     [--metrics-port-file FILE]\n"
             "  --audit-log FILE     egress decisions, one JSON line each (appended;\n"
             "                       default: stderr)\n"
             "  --egress-hosts FILE  \"IP name...\" lines the egress proxy consults before\n"
-            "                       DNS (tests map names to their servers)\n");
+            "                       DNS (tests map names to their servers)\n"
+            "  --state-dir DIR      the sandbox journal (default: config state_dir, else\n"
+            "                       <runtime-dir>/state)\n"
+            "  --metrics-listen ADDR  Prometheus /metrics over HTTP (config: metrics_listen;\n"
+            "                       port 0 picks one, written to --metrics-port-file)\n");
 }
 
 static void default_paths(void)
@@ -52,7 +59,8 @@ static void default_paths(void)
     snprintf(H.init_path, sizeof H.init_path, "%s/sandgate-init", dir);
 }
 
-static int load_config(const char *path, const char *name, const char *runtime_dir)
+static int load_config(const char *path, const char *name, const char *runtime_dir,
+                       const char *state_dir)
 {
     policy_errors errs = {0};
     if (config_host_load(path, &H.cfg, &errs) != 0) {
@@ -69,6 +77,15 @@ static int load_config(const char *path, const char *name, const char *runtime_d
     if (runtime_dir) {
         free(H.cfg.runtime_dir);
         H.cfg.runtime_dir = strdup(runtime_dir);
+    }
+    if (state_dir) {
+        free(H.cfg.state_dir);
+        H.cfg.state_dir = strdup(state_dir);
+    }
+    if (!H.cfg.state_dir) {
+        char sd[600];
+        snprintf(sd, sizeof sd, "%s/state", H.cfg.runtime_dir);
+        H.cfg.state_dir = strdup(sd);
     }
     H.n_templates = H.cfg.n_templates;
     H.templates = calloc(H.n_templates, sizeof *H.templates);
@@ -134,7 +151,11 @@ static void cleanup_stale(void)
     closedir(d);
 }
 
-/* Kill every sandbox and wait (bounded) for their cgroups to go. */
+/* Kill every sandbox and wait (bounded) for their cgroups to go. The loop
+ * thread's tick reaps them, never this thread: only the loop may free a
+ * sandbox, because an event it has taken from epoll_wait and not yet
+ * handled can point into one (freeing here was a use-after-free in
+ * loop_main that ASan caught at shutdown). */
 static void kill_all(void)
 {
     pthread_mutex_lock(&H.mu);
@@ -145,7 +166,6 @@ static void kill_all(void)
     pthread_mutex_unlock(&H.mu);
     for (int i = 0; i < 250; i++) {
         pthread_mutex_lock(&H.mu);
-        host_sandboxes_tick(host_now_us());
         int left = H.dying != NULL;
         pthread_mutex_unlock(&H.mu);
         if (!left)
@@ -157,14 +177,16 @@ static void kill_all(void)
 int main(int argc, char **argv)
 {
     const char *config = NULL, *listen = NULL, *port_file = NULL, *name = NULL, *rtdir = NULL;
-    const char *audit_log = NULL, *egress_hosts = NULL;
+    const char *audit_log = NULL, *egress_hosts = NULL, *state_dir = NULL, *metrics = NULL,
+               *metrics_port_file = NULL;
     default_paths();
     static struct option opts[] = {{"config", 1, 0, 'c'},      {"listen", 1, 0, 'l'},
                                    {"port-file", 1, 0, 'p'},   {"contain-lib", 1, 0, 'L'},
                                    {"runtime", 1, 0, 'r'},     {"help", 0, 0, 'h'},
                                    {"name", 1, 0, 'n'},        {"runtime-dir", 1, 0, 'R'},
                                    {"audit-log", 1, 0, 'A'},   {"egress-hosts", 1, 0, 'E'},
-                                   {0, 0, 0, 0}};
+                                   {"state-dir", 1, 0, 'S'},   {"metrics-listen", 1, 0, 'm'},
+                                   {"metrics-port-file", 1, 0, 'P'}, {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "c:l:p:L:r:hn:R:", opts, NULL)) != -1) {
         switch (o) {
@@ -177,6 +199,9 @@ int main(int argc, char **argv)
         case 'R': rtdir = optarg; break;
         case 'A': audit_log = optarg; break;
         case 'E': egress_hosts = optarg; break;
+        case 'S': state_dir = optarg; break;
+        case 'm': metrics = optarg; break;
+        case 'P': metrics_port_file = optarg; break;
         default: usage(); return 2;
         }
     }
@@ -188,12 +213,20 @@ int main(int argc, char **argv)
      * Blocked before any thread exists so every thread inherits the mask. */
     sg_daemon_block_signals(SIGCHLD);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    /* ~5 fds per sandbox: the soft limit (often 1,024) would cap a host
+     * near 200 sandboxes while the hard one allows far more. */
+    host_admit_raise_nofile();
 
-    if (load_config(config, name, rtdir) != 0)
+    if (load_config(config, name, rtdir, state_dir) != 0)
         return 1;
     if (lock_instance() != 0)
         return 1;
     cleanup_stale();
+    sg_err err;
+    if (host_journal_open(H.cfg.state_dir, H.cfg.name, &err) != 0) {
+        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        return 1;
+    }
     if (access(H.contain_lib, R_OK) != 0)
         fprintf(stderr, "sandgate-host: warning: %s: %s\n", H.contain_lib, strerror(errno));
     if (access(H.init_path, X_OK) != 0) {
@@ -201,7 +234,6 @@ int main(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
-    sg_err err;
     if (host_egress_start(egress_hosts, audit_log, &err) != 0) {
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
@@ -213,7 +245,14 @@ int main(int argc, char **argv)
     rpc_runtime_init();
     int port = 0;
     H.srv = rpc_server_create(H.cfg.threads, &err);
-    if (!H.srv || host_service_register(H.srv, &err) != 0 ||
+    if (H.srv && host_metrics_init(H.srv) != 0) {
+        fprintf(stderr, "sandgate-host: cannot set up metrics (out of memory)\n");
+        return 1;
+    }
+    if (!metrics)
+        metrics = H.cfg.metrics_listen;
+    if (!H.srv || (metrics && host_metrics_listen(metrics, metrics_port_file, &err) != 0) ||
+        host_service_register(H.srv, &err) != 0 ||
         rpc_reflection_register(H.srv, sg_host_descriptor_set, sg_host_descriptor_set_len,
                                 &err) != 0 ||
         rpc_server_listen(H.srv, listen ? listen : H.cfg.listen, NULL, &port, &err) != 0 ||
@@ -228,6 +267,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
     }
+    fprintf(stderr, "sandgate-host: reserve: %u fds, %llu MiB memory, %u pids (0 = off)\n",
+            H.cfg.reserve_fds, (unsigned long long)(H.cfg.reserve_memory >> 20),
+            H.cfg.reserve_pids);
     if (sg_daemon_write_port(port_file, port) != 0)
         fprintf(stderr, "sandgate-host: cannot write port file %s\n", port_file);
     fprintf(stderr, "sandgate-host: %s serving on port %d (cgroups: %s)\n", H.cfg.name, port,
@@ -239,7 +281,9 @@ int main(int argc, char **argv)
     rpc_health_set_serving(0);
     kill_all();
     host_files_stop();   /* file calls in flight answer; the rest get UNAVAILABLE */
+    rpc_metrics_http_stop();
     rpc_server_shutdown(H.srv);
+    host_journal_close();   /* no handler runs now: none reads the lost table */
     host_loop_stop();
     host_egress_stop();   /* after the loop: no EGRESS can arrive any more */
     host_zygotes_kill();

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "host/admit.h"
 #include "host/files.h"
 #include "host/host.h"
 #include "host/rules.h"
@@ -30,12 +32,34 @@ static void fail(rpc_call *c, int code, const char *msg)
     rpc_call_fail(c, &e);
 }
 
+/* NOT_FOUND for an id not in the table. An id this host's earlier life was
+ * running when it ended (journal.c) says so: reason SANDBOX_LOST, with its
+ * owner in the metadata, since only the gateway can tell whether the caller
+ * may hear it (it answers anyone else exactly as for an unknown id). */
+static void not_found(rpc_call *c, const char *id)
+{
+    host_lost l;
+    if (host_journal_lost(id, &l) != 0) {
+        fail(c, SG_ENOTFOUND, "no such sandbox");
+        return;
+    }
+    char at[32] = "";
+    time_t t = (time_t)(l.lost_ms / 1000);
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+        strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    rpc_kv md[] = {{"sandbox_id", id},  {"tenant_id", l.tenant}, {"user_id", l.user},
+                   {"task_id", l.task}, {"lost_at", at}};
+    rpc_call_fail_info(c, GRPC_STATUS_NOT_FOUND, "sandbox lost: its host restarted",
+                       "SANDBOX_LOST", md, sizeof md / sizeof md[0]);
+}
+
 /* Look up a running sandbox with H.mu held; answers NOT_FOUND itself. */
 static host_sandbox *lookup(rpc_call *c, const char *id)
 {
     host_sandbox *sb = host_sandbox_find(id);
     if (!sb || sb->state == SB_KILLING) {
-        fail(c, SG_ENOTFOUND, "no such sandbox");
+        not_found(c, id);
         return NULL;
     }
     if (sb->state != SB_RUNNING) {
@@ -80,7 +104,7 @@ static void on_get(rpc_call *c, void *d)
     if (sb && sb->state != SB_KILLING)
         reply_sandbox(c, sb);
     else
-        fail(c, SG_ENOTFOUND, "no such sandbox");
+        not_found(c, r->sandbox_id);
     pthread_mutex_unlock(&H.mu);
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
@@ -91,6 +115,11 @@ static void on_list(rpc_call *c, void *d)
         UNPACK(Sandgate__V1__HostListRequest, sandgate__v1__host_list_request, c);
     if (!r)
         return;
+    if (r->all_tenants && (r->tenant_id[0] || r->user_id[0])) {
+        fail(c, SG_EINVAL, "all_tenants: tenant_id and user_id must be empty");
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        return;
+    }
     pthread_mutex_lock(&H.mu);
     size_t n = 0;
     Sandgate__V1__HostSandbox *items = calloc(H.n_sandboxes + 1, sizeof *items);
@@ -98,7 +127,8 @@ static void on_list(rpc_call *c, void *d)
     Sandgate__V1__Sandbox *sbs = calloc(H.n_sandboxes + 1, sizeof *sbs);
     Sandgate__V1__Owner *owners = calloc(H.n_sandboxes + 1, sizeof *owners);
     for (host_sandbox *sb = H.sandboxes; sb; sb = sb->next) {
-        if (sb->state != SB_RUNNING || strcmp(sb->tenant, r->tenant_id) != 0 ||
+        if (sb->state != SB_RUNNING ||
+            (!r->all_tenants && strcmp(sb->tenant, r->tenant_id) != 0) ||
             (r->user_id[0] && strcmp(sb->user, r->user_id) != 0))
             continue;
         host_sandbox_fill(sb, &items[n], &sbs[n], &owners[n]);
@@ -129,7 +159,7 @@ static void on_kill(rpc_call *c, void *d)
     if (sb)
         host_sandbox_kill(sb, c);   /* answered once the cgroup is empty */
     else
-        fail(c, SG_ENOTFOUND, "no such sandbox");
+        not_found(c, r->sandbox_id);
     pthread_mutex_unlock(&H.mu);
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
@@ -198,6 +228,11 @@ static void do_create_context(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m
         snprintf(msg, sizeof msg, "sandbox %s has %d contexts, the most a sandbox may hold",
                  sb->id, live);
         fail(c, SG_EQUOTA, msg);
+        return;
+    }
+    sg_err aerr;
+    if (host_admit_check(HOST_ADMIT_CONTEXT, &aerr) != 0) {   /* before anything is made */
+        rpc_call_fail(c, &aerr);
         return;
     }
     char id[32];

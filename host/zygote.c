@@ -381,8 +381,13 @@ static int send_zygote(host_zygote *z, const char *msg, size_t len, const int *f
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
     memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-    if (sendmsg(z->sock.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-        return sg_err_errno(err, SG_EUNAVAIL, "sendmsg(zygote %s)", z->t->cfg->name);
+    if (sendmsg(z->sock.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+        /* errno text is for the log; the caller (relayed to the agent) gets
+         * what it can act on */
+        fprintf(stderr, "sandgate-host: sendmsg(zygote %s): %s\n", z->t->cfg->name,
+                strerror(errno));
+        return sg_err_set(err, SG_EUNAVAIL, "template %s is restarting; retry", z->t->cfg->name);
+    }
     return 0;
 }
 

@@ -6,6 +6,7 @@
  * status; the close watch, once started, holds one of its own (or rides in
  * the status batch and its ref); the handler borrows the call during its
  * run and takes its own ref to keep it longer. The last unref frees it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,7 @@ static void start_close_watch_locked(rpc_call *c)
 void rpc_call_dispatch(rpc_call *c)
 {
     atomic_store(&c->refs, 2);   /* pending status, the handler's borrow */
+    clock_gettime(CLOCK_MONOTONIC, &c->dispatched);
     if (c->payload) {
         c->req = rpc_flatten(c->payload, &c->req_len);
         grpc_byte_buffer_destroy(c->payload);
@@ -124,6 +126,20 @@ const char *rpc_call_md(rpc_call *c, const char *key, size_t *len)
 }
 
 gpr_timespec rpc_call_deadline(rpc_call *c) { return c->deadline; }
+
+void rpc_call_set_label(rpc_call *c, const char *label)
+{
+    snprintf(c->label, sizeof c->label, "%s", label ? label : "");
+}
+
+static void observe(rpc_call *c, grpc_status_code code)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double s = (double)(now.tv_sec - c->dispatched.tv_sec) +
+               (double)(now.tv_nsec - c->dispatched.tv_nsec) / 1e9;
+    rpc_server_observe(c->srv, c->method->path, code, s, c->label);
+}
 grpc_call *rpc_call_grpc(rpc_call *c) { return c->call; }
 rpc_server *rpc_call_server(rpc_call *c) { return c->srv; }
 int rpc_call_cancelled(rpc_call *c) { return atomic_load(&c->cancelled); }
@@ -305,8 +321,10 @@ static int enqueue(rpc_call *c, rpc_out *o)
         out_free(o);
         return -1;
     }
-    if (o->has_status)
+    if (o->has_status) {
         c->status_queued = 1;
+        observe(c, o->code);
+    }
     /* A status right behind a queued message rides in the same batch. */
     if (o->has_status && !o->msg && c->tail && !c->tail->has_status) {
         rpc_out *t = c->tail;
@@ -346,6 +364,25 @@ int rpc_call_send_msg(rpc_call *c, const ProtobufCMessage *m)
     return rpc_call_send(c, rpc_pack(m), NULL, NULL);
 }
 
+/* The trailing metadata of a status: the caller's (copied) and, on a
+ * failing one, RPC_ORIGIN_KEY (rpc.h says why). */
+static void set_trailing(rpc_out *o, const grpc_metadata *trailing, size_t n_trailing)
+{
+    size_t n = n_trailing + (o->code != GRPC_STATUS_OK);
+    if (!n)
+        return;
+    o->trailing = calloc(n, sizeof *o->trailing);
+    for (size_t i = 0; i < n_trailing; i++) {
+        o->trailing[i].key = grpc_slice_ref(trailing[i].key);
+        o->trailing[i].value = grpc_slice_ref(trailing[i].value);
+    }
+    if (o->code != GRPC_STATUS_OK) {
+        o->trailing[n_trailing].key = grpc_slice_from_static_string(RPC_ORIGIN_KEY);
+        o->trailing[n_trailing].value = grpc_slice_from_static_string("sandgate");
+    }
+    o->n_trailing = n;
+}
+
 int rpc_call_finish_md(rpc_call *c, grpc_status_code code, const char *msg,
                        const grpc_metadata *trailing, size_t n_trailing)
 {
@@ -353,14 +390,7 @@ int rpc_call_finish_md(rpc_call *c, grpc_status_code code, const char *msg,
     o->has_status = 1;
     o->code = code;
     o->details = msg ? grpc_slice_from_copied_string(msg) : grpc_empty_slice();
-    if (n_trailing) {
-        o->trailing = calloc(n_trailing, sizeof *o->trailing);
-        for (size_t i = 0; i < n_trailing; i++) {
-            o->trailing[i].key = grpc_slice_ref(trailing[i].key);
-            o->trailing[i].value = grpc_slice_ref(trailing[i].value);
-        }
-        o->n_trailing = n_trailing;
-    }
+    set_trailing(o, trailing, n_trailing);
     return enqueue(c, o);
 }
 
@@ -376,6 +406,7 @@ int rpc_call_finish_msg(rpc_call *c, grpc_byte_buffer *bb, grpc_status_code code
     o->has_status = 1;
     o->code = code;
     o->details = msg && msg[0] ? grpc_slice_from_copied_string(msg) : grpc_empty_slice();
+    set_trailing(o, NULL, 0);
     return enqueue(c, o);
 }
 

@@ -59,6 +59,30 @@ static void details_str(grpc_slice d, char out[DETAILS_MAX])
     out[n] = 0;
 }
 
+#define TRAILER_BIN_MAX 4096
+
+/* What the gateway needs of a failing status's trailing metadata, copied
+ * out before the call (which owns the slices) is released. OK statuses are
+ * not scanned: nothing on the hot path. */
+static void trailer_read(const grpc_metadata_array *md, grpc_status_code code, rpc_trailer *t,
+                         uint8_t bin[TRAILER_BIN_MAX])
+{
+    memset(t, 0, sizeof *t);
+    if (code == GRPC_STATUS_OK)
+        return;
+    for (size_t i = 0; i < md->count; i++) {
+        grpc_slice k = md->metadata[i].key, v = md->metadata[i].value;
+        if (grpc_slice_str_cmp(k, RPC_ORIGIN_KEY) == 0) {
+            t->from_peer = 1;
+        } else if (grpc_slice_str_cmp(k, "grpc-status-details-bin") == 0 &&
+                   GRPC_SLICE_LENGTH(v) <= TRAILER_BIN_MAX) {
+            memcpy(bin, GRPC_SLICE_START_PTR(v), GRPC_SLICE_LENGTH(v));
+            t->details_bin = bin;
+            t->details_bin_len = GRPC_SLICE_LENGTH(v);
+        }
+    }
+}
+
 /* Call on_done once both the status is in and reading is over. */
 static void maybe_done(rpc_fwd *f)
 {
@@ -73,10 +97,13 @@ static void maybe_done(rpc_fwd *f)
     pthread_mutex_unlock(&f->mu);
     if (!go)
         return;
+    rpc_trailer t;
+    uint8_t bin[TRAILER_BIN_MAX];
+    trailer_read(&f->trailing, f->status, &t, bin);
     grpc_call_unref(call);
     char details[DETAILS_MAX];
     details_str(f->details, details);
-    f->cbs.on_done(f->arg, f->status, details);
+    f->cbs.on_done(f->arg, f->status, details, &t);
     fwd_unref(f);   /* the ref that kept f alive for on_done */
 }
 
@@ -192,8 +219,16 @@ grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *c
         /* Our calls are not idempotent (RunCode): never replay them. */
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_CHANNELZ, .value.integer = 0},
+        /* A peer that went away is retried at least every second: gRPC's
+         * default backoff grows to 120 s, so a host back after a minute's
+         * outage would wait up to two more before the gateway reconnected
+         * (tests/hosts/test_host_restart.py). Refused connects are cheap. */
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+         .value.integer = 250},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+         .value.integer = 1000},
     };
-    grpc_channel_args cargs = {.num_args = 4, .args = args};
+    grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
     grpc_channel_credentials *c = creds ? creds : grpc_insecure_credentials_create();
     grpc_channel *ch = grpc_channel_create(target, c, &cargs);
     if (!creds)
@@ -305,6 +340,8 @@ static void on_unary(void *arg, int ok)
         r.resp = u->resp;
         u->resp = NULL;
     }
+    uint8_t bin[TRAILER_BIN_MAX];
+    trailer_read(&u->trailing, r.code, &r.trailer, bin);
     /* Let go of the call before done answers the parent: a parent that
      * finishes with a child still attached cancels it, and cancelling even a
      * finished stream costs ~11k instructions (callgrind). */

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "sandgate/v1/errors.pb-c.h"
 
 #define RPC_MAX_MESSAGE (16 * 1024 * 1024)
 
@@ -56,6 +57,13 @@ size_t rpc_server_services(rpc_server *s, char (*out)[RPC_SERVICE_MAX], size_t c
 int rpc_server_listen(rpc_server *s, const char *addr, grpc_server_credentials *creds,
                       int *port, sg_err *err);
 int rpc_server_start(rpc_server *s, sg_err *err);
+/* fn runs once per call when its status is queued, on the thread that
+ * queued it: the method path, the status, the seconds since the call was
+ * dispatched and its label (rpc_call_set_label; "" if none). For metrics:
+ * it must not block. Before rpc_server_start. */
+typedef void (*rpc_call_observer)(void *arg, const char *method, grpc_status_code code,
+                                  double seconds, const char *label);
+void rpc_server_set_observer(rpc_server *s, rpc_call_observer fn, void *arg);
 grpc_completion_queue *rpc_server_cq(rpc_server *s);
 /* Stop accepting, cancel calls in flight, join the threads. */
 void rpc_server_shutdown(rpc_server *s);
@@ -69,6 +77,9 @@ const uint8_t *rpc_call_request(rpc_call *c, size_t *len);
 /* Metadata value for key, not NUL-terminated; NULL if absent. */
 const char *rpc_call_md(rpc_call *c, const char *key, size_t *len);
 gpr_timespec rpc_call_deadline(rpc_call *c);
+/* A short label the observer gets with the call (the gateway's tenant);
+ * cut at 63 bytes. */
+void rpc_call_set_label(rpc_call *c, const char *label);
 grpc_call *rpc_call_grpc(rpc_call *c);
 rpc_server *rpc_call_server(rpc_call *c);
 /* First value of an auth-context property (e.g. GRPC_PEER_SPIFFE_ID_PROPERTY_NAME)
@@ -130,6 +141,34 @@ uint32_t rpc_wire_first_field(grpc_byte_buffer *bb);
 grpc_status_code rpc_status_from_err(int sg_code);
 const char *rpc_status_name(grpc_status_code code);
 
+/* Every failing status a handler sends (rpc_call_finish*, rpc_call_fail)
+ * carries this trailer, so whoever receives it can tell a status a sandgate
+ * server chose from one grpc made up on the client's side (connect failure,
+ * deadline, message too large), whose text names addresses and library
+ * internals. */
+#define RPC_ORIGIN_KEY "sandgate-origin"
+
+/* Machine-readable reasons: google.rpc.Status{code, message, details:
+ * [ErrorInfo{reason, domain "sandgate", metadata}]} in the
+ * grpc-status-details-bin trailer (proto/sandgate/v1/errors.proto). */
+typedef struct rpc_kv {
+    const char *key, *value;
+} rpc_kv;
+int rpc_call_fail_info(rpc_call *c, grpc_status_code code, const char *message,
+                       const char *reason, const rpc_kv *md, size_t n_md);
+/* The ErrorInfo inside a grpc-status-details-bin value, or NULL. Free with
+ * protobuf_c_message_free_unpacked(&info->base, NULL). */
+Sandgate__V1__ErrorInfo *rpc_error_info_parse(const uint8_t *bin, size_t len);
+/* A metadata value of info, or NULL. */
+const char *rpc_error_info_get(const Sandgate__V1__ErrorInfo *info, const char *key);
+
+/* What a backend's failing status carried beyond its code and text. */
+typedef struct rpc_trailer {
+    int from_peer;               /* RPC_ORIGIN_KEY was present: the backend's handler chose it */
+    const uint8_t *details_bin;  /* grpc-status-details-bin, borrowed; NULL if none */
+    size_t details_bin_len;
+} rpc_trailer;
+
 /* ---- outgoing call forwarded for an incoming one ---- */
 typedef struct rpc_fwd rpc_fwd;
 typedef struct rpc_fwd_cbs {
@@ -137,10 +176,11 @@ typedef struct rpc_fwd_cbs {
      * next one (now, or later for backpressure); without it the call cannot
      * finish. f is passed because it may arrive before rpc_fwd_start returns. */
     void (*on_message)(void *arg, rpc_fwd *f, grpc_byte_buffer *bb);
-    /* Exactly once, last. details is NUL-terminated. The backend's trailing
-     * metadata is not passed on: grpc owns it with the call, which is
-     * released before on_done (see fwd.c). */
-    void (*on_done)(void *arg, grpc_status_code code, const char *details);
+    /* Exactly once, last. details is NUL-terminated. Of the backend's
+     * trailing metadata only t is passed on (copied: grpc owns the rest
+     * with the call, which is released before on_done; see fwd.c); t is
+     * borrowed for the callback's duration. */
+    void (*on_done)(void *arg, grpc_status_code code, const char *details, const rpc_trailer *t);
 } rpc_fwd_cbs;
 
 grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *creds);
@@ -159,6 +199,7 @@ typedef struct rpc_unary_result {
     grpc_status_code code;
     const char *details;                  /* NUL-terminated, borrowed */
     grpc_byte_buffer *resp;               /* the callback owns it; NULL unless OK */
+    rpc_trailer trailer;                  /* borrowed; all zero on OK */
 } rpc_unary_result;
 typedef void (*rpc_unary_done)(void *arg, rpc_unary_result *r);
 

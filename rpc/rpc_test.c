@@ -103,7 +103,8 @@ static void relay_msg(void *arg, rpc_fwd *f, grpc_byte_buffer *bb)
     rpc_fwd_next(f);
 }
 
-static void relay_done(void *arg, grpc_status_code code, const char *details)
+static void relay_done(void *arg, grpc_status_code code, const char *details,
+                       const rpc_trailer *t)
 {
     relay *r = arg;
     rpc_call_finish(r->in, code, details);

@@ -509,6 +509,15 @@ static void test_gateway_env_limits(void **state)
     assert_string_equal(e.msg, "env: 1020 bytes (names and values); the policy limit is 1019 "
                                "(limits.env_bytes)");
     free_req(q);
+    /* one variable: "V0=" + value + NUL within execve's 128 KiB */
+    q = env_req(1, POLICY_ENV_VAR_MAX - 2, 'x');
+    assert_int_equal(gw_check_env(q, POLICY_ENV_BYTES_MAX, 256, &e), 0);
+    free_req(q);
+    q = env_req(1, POLICY_ENV_VAR_MAX - 1, 'x');
+    assert_int_equal(gw_check_env(q, POLICY_ENV_BYTES_MAX, 256, &e), SG_EINVAL);
+    assert_string_equal(e.msg, "env[\"V0\"]: name and value are 131071 bytes; the limit for one "
+                               "variable is 131070");
+    free_req(q);
 }
 
 static void test_host_create_shape(void **state)
@@ -536,6 +545,11 @@ static void test_host_create_shape(void **state)
     h.request = q;
     assert_int_equal(host_check_create(&h, &e), SG_EINVAL);
     assert_non_null(strstr(e.msg, "once encoded"));
+    free_req(q);
+    q = env_req(1, POLICY_ENV_VAR_MAX - 1, 'x');
+    h.request = q;
+    assert_int_equal(host_check_create(&h, &e), SG_EINVAL);
+    assert_non_null(strstr(e.msg, "the limit for one variable is 131070"));
     free_req(q);
     /* the same size of plain text fits */
     q = env_req(1, 100 << 10, 'x');

@@ -3,6 +3,7 @@
  * clock, the concurrent-action counter (also under threads), ownership
  * (NOT_FOUND vs PERMISSION_DENIED), sandbox ids and their host prefix, and
  * dedupe keys. Table-driven where there is a table. */
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,6 +98,27 @@ static void test_token_bad(void **state)
     static char big[4096];
     memset(big, 'A', sizeof big - 1);
 
+    /* Other spellings of a valid token (one token, one string): a sign,
+     * space or leading zero in the expiry; set bits past the data in the
+     * last base64 char (YWxpY2U and YWxpY2V are both "alice"); a lone
+     * trailing char that holds no byte. */
+    char plus[1024], zero[1024], space[1024], mac_tail[1024], user_tail[1024], lone[1024];
+    char ali[1024];
+    const char *exp_at = strstr(good, ".1700000060.");
+    assert_non_null(exp_at);
+    int pre = (int)(exp_at - good);
+    snprintf(plus, sizeof plus, "%.*s.+%s", pre, good, exp_at + 1);
+    snprintf(zero, sizeof zero, "%.*s.0%s", pre, good, exp_at + 1);
+    snprintf(space, sizeof space, "%.*s. %s", pre, good, exp_at + 1);
+    snprintf(mac_tail, sizeof mac_tail, "%s", good);
+    char *last = mac_tail + strlen(mac_tail) - 1;   /* 43 chars carry 258 bits: 2 unused */
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    *last = b64[(strchr(b64, *last) - b64) ^ 1];
+    assert_memory_equal(good, "YWxpY2U.", 8);
+    snprintf(user_tail, sizeof user_tail, "YWxpY2V%s", strchr(good, '.'));
+    sign("ali", "task-1", NOW + 60, ali, sizeof ali);
+    snprintf(lone, sizeof lone, "YWxpA%s", strchr(ali, '.'));   /* "ali" + 6 zero bits */
+
     const struct { const char *name, *tok; } rows[] = {
         {"bad MAC", badmac},
         {"signed with another key", other_key},
@@ -114,6 +136,12 @@ static void test_token_bad(void **state)
         {"non-numeric expiry", "YWxpY2U.dGFzay0x.17x.AAAA"},
         {"padding", "YWxpY2U=.dGFzay0x.1700000060.AAAA"},
         {"all A", big},
+        {"plus sign in expiry", plus},
+        {"leading zero in expiry", zero},
+        {"space before expiry", space},
+        {"unused bits set in the MAC's last char", mac_tail},
+        {"unused bits set in the user's last char", user_tail},
+        {"lone base64 char", lone},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         tenancy_token t;
@@ -130,10 +158,43 @@ static void test_token_bad(void **state)
     assert_string_equal(t.user, "bob");
     /* max_ttl 0 = no cap */
     assert_int_equal(tenancy_token_verify(too_long, KEY, KEYLEN, NOW, 0, &t, &e), 0);
+    /* overflowing expiry: strtoll clamped it to LLONG_MAX, whose MAC a
+     * token for LLONG_MAX carries */
+    char huge[1024], huge_alias[1024];
+    sign("alice", "task-1", LLONG_MAX, huge, sizeof huge);
+    const char *hd = strstr(huge, ".9223372036854775807.");
+    assert_non_null(hd);
+    snprintf(huge_alias, sizeof huge_alias, "%.*s.99999999999999999999%s", (int)(hd - huge), huge,
+             hd + strlen(".9223372036854775807"));
+    assert_int_equal(tenancy_token_verify(huge_alias, KEY, KEYLEN, NOW, 0, &t, &e), SG_EUNAUTH);
     /* exactly max_ttl is accepted */
     char edge[1024];
     sign("alice", "task-1", NOW + 3600, edge, sizeof edge);
     assert_int_equal(tenancy_token_verify(edge, KEY, KEYLEN, NOW, 3600, &t, &e), 0);
+}
+
+/* Names the verifier cannot hold are refused when signing, not turned
+ * into a token that never verifies; long ones made mac_of's HMAC read past
+ * its message buffer (token_fuzz's sign → verify round trip found it). */
+static void test_token_sign_limits(void **state)
+{
+    (void)state;
+    char name127[128], name128[129], name250[251], tok[2048];
+    memset(name127, 'u', 127);
+    name127[127] = 0;
+    memset(name128, 'u', 128);
+    name128[128] = 0;
+    memset(name250, 'v', 250);
+    name250[250] = 0;
+    tenancy_token t;
+    sg_err e;
+    sign(name127, name127, NOW + 60, tok, sizeof tok);
+    assert_int_equal(tenancy_token_verify(tok, KEY, KEYLEN, NOW, 3600, &t, &e), 0);
+    assert_string_equal(t.user, name127);
+    assert_int_equal(tenancy_token_sign(KEY, KEYLEN, name128, "t", NOW + 60, tok, sizeof tok), -1);
+    assert_int_equal(tenancy_token_sign(KEY, KEYLEN, "u", name128, NOW + 60, tok, sizeof tok), -1);
+    assert_int_equal(tenancy_token_sign(KEY, KEYLEN, name250, name250, NOW + 60, tok, sizeof tok), -1);
+    assert_int_equal(tenancy_token_sign(KEY, KEYLEN, "u", "t", -1, tok, sizeof tok), -1);
 }
 
 /* ---- rate bucket (clock injected) ---- */
@@ -396,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_token_good),
         cmocka_unit_test(test_token_known_vector),
         cmocka_unit_test(test_token_bad),
+        cmocka_unit_test(test_token_sign_limits),
         cmocka_unit_test(test_rate_bucket),
         cmocka_unit_test(test_action_counter),
         cmocka_unit_test(test_action_counter_threads),

@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +46,15 @@ static int b64url_val(char c)
     return -1;
 }
 
-/* Decode n chars; returns the byte count or -1. */
+/* Decode n chars; returns the byte count or -1. Only the one spelling
+ * b64url_encode makes is accepted: no length that leaves a lone char, and the
+ * bits the last char carries beyond the data are zero (else the 32-byte
+ * MAC had 4 spellings and a name up to 16, and a holder of one token had
+ * many). */
 static int b64url_decode(const char *in, size_t n, uint8_t *out, size_t cap)
 {
+    if (n % 4 == 1)
+        return -1;
     size_t o = 0;
     uint32_t acc = 0;
     int bits = 0;
@@ -64,16 +71,40 @@ static int b64url_decode(const char *in, size_t n, uint8_t *out, size_t cap)
             out[o++] = (uint8_t)(acc >> bits);
         }
     }
+    if (acc & ((1u << bits) - 1))
+        return -1;
     return (int)o;
 }
 
-static void mac_of(const uint8_t *key, size_t keylen, const char *user, const char *task,
-                   long long expiry, uint8_t mac[32])
+/* -1 when the names do not fit: HMAC must never read past msg. */
+static int mac_of(const uint8_t *key, size_t keylen, const char *user, const char *task,
+                  long long expiry, uint8_t mac[32])
 {
-    char msg[512];
+    char msg[2 * TENANCY_NAME_MAX + 64];
     int n = snprintf(msg, sizeof msg, "sandgate-user-token-v1\n%s\n%s\n%lld", user, task, expiry);
+    if (n < 0 || (size_t)n >= sizeof msg)
+        return -1;
     unsigned int len = 32;
     HMAC(EVP_sha256(), key, (int)keylen, (const uint8_t *)msg, (size_t)n, mac, &len);
+    return 0;
+}
+
+/* The expiry exactly as "%lld" prints a non-negative value: digits, no
+ * sign, space or leading zero, no overflow. 0 ok, -1 not. */
+static int parse_expiry(const char *s, size_t n, long long *out)
+{
+    if (n == 0 || n > 19 || (n > 1 && s[0] == '0'))
+        return -1;
+    long long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        if (v > (LLONG_MAX - (s[i] - '0')) / 10)
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 0;
 }
 
 int tenancy_token_sign(const uint8_t *key, size_t keylen, const char *user, const char *task,
@@ -81,7 +112,11 @@ int tenancy_token_sign(const uint8_t *key, size_t keylen, const char *user, cons
 {
     uint8_t mac[32];
     char u[256], t[256], m[64];
-    mac_of(key, keylen, user, task, expiry, mac);
+    /* A name the verifier could not hold, or a negative expiry, would make
+     * a token that never verifies. */
+    if (strlen(user) >= TENANCY_NAME_MAX || strlen(task) >= TENANCY_NAME_MAX || expiry < 0 ||
+        mac_of(key, keylen, user, task, expiry, mac) != 0)
+        return -1;
     b64url_encode((const uint8_t *)user, strlen(user), u, sizeof u);
     b64url_encode((const uint8_t *)task, strlen(task), t, sizeof t);
     b64url_encode(mac, sizeof mac, m, sizeof m);
@@ -107,19 +142,15 @@ int tenancy_token_verify(const char *token, const uint8_t *key, size_t keylen, l
     int tn = b64url_decode(p[1], len[1], (uint8_t *)out->task, sizeof out->task - 1);
     uint8_t mac[40], want[32];
     int mn = b64url_decode(p[3], len[3], mac, sizeof mac);
-    char exp[24];
-    if (un < 0 || tn < 0 || mn != 32 || len[2] == 0 || len[2] >= sizeof exp)
+    long long expiry;
+    if (un < 0 || tn < 0 || mn != 32 || parse_expiry(p[2], len[2], &expiry) != 0)
         return sg_err_set(err, SG_EUNAUTH, TOKEN_MSG);
     out->user[un] = 0;
     out->task[tn] = 0;
-    memcpy(exp, p[2], len[2]);
-    exp[len[2]] = 0;
-    char *end;
-    long long expiry = strtoll(exp, &end, 10);
-    if (*end || memchr(out->user, 0, (size_t)un) || memchr(out->task, 0, (size_t)tn))
+    if (memchr(out->user, 0, (size_t)un) || memchr(out->task, 0, (size_t)tn))
         return sg_err_set(err, SG_EUNAUTH, TOKEN_MSG);
-    mac_of(key, keylen, out->user, out->task, expiry, want);
-    if (CRYPTO_memcmp(mac, want, 32) != 0)
+    if (mac_of(key, keylen, out->user, out->task, expiry, want) != 0 ||
+        CRYPTO_memcmp(mac, want, 32) != 0)
         return sg_err_set(err, SG_EUNAUTH, TOKEN_MSG);
     if (expiry <= now_s || (max_ttl_s && expiry - now_s > (long long)max_ttl_s))
         return sg_err_set(err, SG_EUNAUTH, "unauthenticated: user token expired or too long-lived");

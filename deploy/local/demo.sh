@@ -13,5 +13,12 @@ cmake --build build -j"$(nproc)"
 ./deploy/local/run.sh start
 SANDGATE_ADDR="127.0.0.1:$(cat deploy/local/run/gateway.port)" SANDGATE_API_KEY=sg-demo-key-0001 \
   SANDGATE_USER=alice ./build/bin/sandgate-cli demo
+# The same from Python: the client installed offline into a venv (docs/clients.md).
+echo
+echo "== Python client (clients/python/examples/quickstart.py) =="
+[ -x build/pyvenv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages build/pyvenv
+build/pyvenv/bin/pip install --quiet --no-index --no-build-isolation ./clients/python
+SANDGATE_ADDR="127.0.0.1:$(cat deploy/local/run/gateway.port)" SANDGATE_API_KEY=sg-demo-key-0001 \
+  SANDGATE_USER=alice build/pyvenv/bin/python clients/python/examples/quickstart.py
 echo
 echo "daemons still running (deploy/local/run.sh status|stop); audit log: deploy/local/run/audit.log"

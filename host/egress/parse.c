@@ -121,9 +121,12 @@ int eg_parse_request(const char *in, size_t len, eg_req *r, const char **why)
     memset(r, 0, sizeof *r);
     r->content_length = -1;
     buf out = {0};
-    /* the head ends at the first CRLF CRLF; a bare LF anywhere is refused */
+    /* the head ends at the first CRLF CRLF; a bare LF anywhere is refused.
+     * The whole head, CRLF CRLF included, fits in EG_HEAD_MAX: a longer one
+     * must be 431 however the reads split it (a 16387-byte head was taken
+     * in one read, and refused in two). */
     size_t end = 0;
-    for (size_t i = 0; i + 3 < len && i < EG_HEAD_MAX; i++) {
+    for (size_t i = 0; i + 3 < len && i + 4 <= EG_HEAD_MAX; i++) {
         if (in[i] == '\r' && in[i + 1] == '\n' && in[i + 2] == '\r' && in[i + 3] == '\n') {
             end = i + 4;
             break;
@@ -145,7 +148,9 @@ int eg_parse_request(const char *in, size_t len, eg_req *r, const char **why)
     r->head_len = end;
 
     /* request line: METHOD SP target SP HTTP/1.x CRLF */
-    const char *line_end = strstr(in, "\r\n");   /* in[0..end) has no NUL */
+    /* Searches stay inside in[0..end): the buffer is not NUL-terminated
+     * (strstr here read past the bytes received; found by egress_request_fuzz). */
+    const char *line_end = memmem(in, end, "\r\n", 2);
     const char *sp1 = memchr(in, ' ', (size_t)(line_end - in));
     if (!sp1 || sp1 == in || (size_t)(sp1 - in) >= sizeof r->method)
         BAD(400, "malformed request line");
@@ -205,7 +210,7 @@ int eg_parse_request(const char *in, size_t len, eg_req *r, const char **why)
     int hosts = 0, te = 0;
     const char *p = line_end + 2;
     while (p < in + end - 2) {
-        const char *le = strstr(p, "\r\n");
+        const char *le = memmem(p, (size_t)(in + end - p), "\r\n", 2);
         if (*p == ' ' || *p == '\t')
             BAD(400, "folded header line (obs-fold) refused");
         const char *colon = memchr(p, ':', (size_t)(le - p));

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "host/egress/egress.h"
@@ -113,6 +115,63 @@ static void request_body_and_size(void **state)
     memcpy(big, "GET http://a.test/ HTTP/1.1\r\nX: ", 32);
     assert_int_equal(eg_parse_request(big, EG_HEAD_MAX + 10, &q, &why), 431);
     free(big);
+}
+
+/* A head of n bytes: the request line, one X header padding it out, CRLF CRLF. */
+static char *head_of(size_t n)
+{
+    char *h = malloc(n);
+    memset(h, 'a', n);
+    memcpy(h, "GET http://a.test/ HTTP/1.1\r\nX: ", 32);
+    memcpy(h + n - 4, "\r\n\r\n", 4);
+    return h;
+}
+
+/* The 16 KiB limit holds whatever the read sizes: a head is accepted whole
+ * only if each prefix of it would have been waited for, not refused (heads
+ * of 16385..16387 bytes passed in one read and were 431 in two). */
+static void request_head_limit_any_split(void **state)
+{
+    eg_req q;
+    const char *why;
+    for (size_t n = EG_HEAD_MAX - 2; n <= EG_HEAD_MAX + 4; n++) {
+        char *h = head_of(n);
+        int whole = eg_parse_request(h, n, &q, &why);
+        if (whole == 1)
+            eg_req_cleanup(&q);
+        for (size_t cut = n - 4; cut < n; cut++) {
+            int part = eg_parse_request(h, cut, &q, &why);
+            if (whole == 1 && part != 0)
+                fail_msg("%zu-byte head: accepted whole, prefix of %zu is %d", n, cut, part);
+        }
+        if (whole != (n <= EG_HEAD_MAX ? 1 : 431))
+            fail_msg("%zu-byte head: %d", n, whole);
+        free(h);
+    }
+}
+
+/* The bytes after the head are not a C string: the head sits at the end of
+ * a mapping whose next page is PROT_NONE (strstr, before, read past the
+ * bytes given; under ASan that read faults here). */
+static void request_at_buffer_end(void **state)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    char *m = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(m != MAP_FAILED);
+    assert_int_equal(mprotect(m + pg, (size_t)pg, PROT_NONE), 0);
+    const char *in[] = {"CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n",
+                        "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX-Y: z\r\n\r\n"};
+    for (size_t i = 0; i < 2; i++) {
+        size_t n = strlen(in[i]);
+        char *at = m + pg - n;
+        memcpy(at, in[i], n);
+        eg_req q;
+        const char *why;
+        assert_int_equal(eg_parse_request(at, n, &q, &why), 1);
+        assert_string_equal(q.host, "a.test");
+        eg_req_cleanup(&q);
+    }
+    munmap(m, (size_t)pg * 2);
 }
 
 typedef struct ip_row { const char *in; int is_ip; const char *norm; const char *special; } ip_row;
@@ -366,6 +425,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(request_table),
         cmocka_unit_test(request_body_and_size),
+        cmocka_unit_test(request_head_limit_any_split),
+        cmocka_unit_test(request_at_buffer_end),
         cmocka_unit_test(ip_literals),
         cmocka_unit_test(sni_basic),
         cmocka_unit_test(sni_truncated),

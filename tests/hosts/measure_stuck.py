@@ -3,7 +3,8 @@ healthy host, and ListSandboxes latency, while another host is SIGSTOPped.
 Not a test (no assertions): run it against any build, old or new, to
 compare:
 
-  tests/hosts/run_in_netns.sh <build dir> tests/hosts/measure_stuck.py [N]
+  [SG_HOSTS_HOST_YAML=<old tree>/deploy/local/host.yaml] \
+      tests/hosts/run_in_netns.sh <build dir> tests/hosts/measure_stuck.py [N]
 
 Two hosts A, B and a gateway listing [A, B]. Tasks are chosen so the
 gateway under test places them on A: by rendezvous (today) and by the old
@@ -48,9 +49,9 @@ def line(what, s):
           % (what, len(s), statistics.median(s), p90, s[-1]), flush=True)
 
 
-def phase(api, pb, names, prefix):
+def phase(api, pb, names, prefix, n=None):
     cs, ls = [], []
-    for t in tasks_on_a(names, prefix, N):
+    for t in tasks_on_a(names, prefix, n or N):
         dt, s = timed(api.create, DEMO_KEY, "alice", t)
         if isinstance(s, Exception):
             print("  create %s failed: %s" % (t, s))
@@ -79,7 +80,10 @@ def main():
         line("all up: CreateSandbox on A", cs)
         line("all up: ListSandboxes", ls)
         b.sigstop()
-        time.sleep(1.0)   # past the health check's period + deadline (0.75 s)
+        cs, ls = phase(api, pb, names, "window", 1)
+        line("B just SIGSTOPped (not yet noticed): CreateSandbox", cs)
+        line("B just SIGSTOPped (not yet noticed): ListSandboxes", ls)
+        time.sleep(1.5)   # past the health check's detection (~1.2 s)
         cs, ls = phase(api, pb, names, "stopped")
         line("B SIGSTOPped: CreateSandbox on A", cs)
         line("B SIGSTOPped: ListSandboxes", ls)

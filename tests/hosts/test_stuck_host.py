@@ -4,7 +4,8 @@ Two hosts, one gateway. Host B is SIGSTOPped: the gateway's health check
 (gateway/health.c) sees it NOT_SERVING, CreateSandbox on the healthy host A
 and ListSandboxes answer at once (before: every one waited the 10 s quota
 fan-out deadline), ListSandboxes names B in unreachable_hosts, the quota
-still counts B's sandboxes (from B's last answer, gateway/counts.c), and a
+still counts B's sandboxes, even one another gateway replica created (from
+B's last load report, gateway/counts.c), and a
 task whose live sandbox is on B gets UNAVAILABLE instead of a second
 sandbox. After SIGCONT everything is back, the task keeps its sandbox.
 
@@ -53,6 +54,10 @@ class StuckHost(unittest.TestCase):
             cls.b = c.host("hb")
             cls.gw = c.gateway([cls.a.name, cls.b.name])
             cls.api = c.api(cls.gw)
+            # a second replica: what it creates, the first learns only from
+            # the hosts' load reports
+            cls.gw2 = c.gateway([cls.b.name, cls.a.name])
+            cls.api2 = c.api(cls.gw2)
         except Exception:
             c.stop_all()
             raise
@@ -60,6 +65,7 @@ class StuckHost(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.api.close()
+        cls.api2.close()
         cls.c.stop_all()
 
     def names(self):
@@ -98,10 +104,13 @@ class StuckHost(unittest.TestCase):
         self.assertNotIsInstance(sb, Exception, sb)
         self.assertEqual(host_of(sa.sandbox_id), a.name)
         self.assertEqual(host_of(sb.sandbox_id), b.name)
-        for want, prefix in ((a, "oa"), (b, "ob")):
-            t = self.task(want, prefix, tenant="other", user="ot")
-            dt, s = self.create(t, OTHER_KEY, "ot")
-            self.assertNotIsInstance(s, Exception, s)
+        # tenant other: one on A through this gateway, one on B through the other
+        dt, s = self.create(self.task(a, "oa", tenant="other", user="ot"), OTHER_KEY, "ot")
+        self.assertNotIsInstance(s, Exception, s)
+        dt, s = timed(self.api2.create, OTHER_KEY, "ot",
+                      self.task(b, "ob", tenant="other", user="ot"))
+        self.assertNotIsInstance(s, Exception, s)
+        self.assertEqual(host_of(s.sandbox_id), b.name)
         base_c, base_l = [], []
         for i in range(3):
             dt, s = self.create(self.task(a, "base%d" % i))
@@ -114,7 +123,9 @@ class StuckHost(unittest.TestCase):
         fig("all hosts up: CreateSandbox", base_c)
         fig("all hosts up: ListSandboxes", base_l)
 
-        # ---- B stopped
+        # ---- B stopped, after one load report (1 s) told this gateway about
+        # the sandbox the other replica made there
+        time.sleep(1.5)
         b.sigstop()
         first_c, s = self.create(self.task(a, "first"))
         self.assertNotIsInstance(s, Exception, s)
@@ -156,7 +167,8 @@ class StuckHost(unittest.TestCase):
         self.assertNotIn("127.0.0.1", e.details())
         self.assertLess(dt, FAST_S)
 
-        # quota: tenant other has 2 live (one on B); B's count comes from its last answer
+        # quota: tenant other has 2 live (one on B, made through the other
+        # replica); B's count comes from its last load report
         dt, e = self.create(self.task(a, "oc", tenant="other", user="ot"), OTHER_KEY, "ot")
         self.assertIsInstance(e, grpc.RpcError, "the quota forgot host B's sandbox")
         self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, e.details())
