@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "gateway/gw.h"
 
 static FILE *audit_f;
@@ -66,6 +67,7 @@ static void put_json(line *l, const char *s)
 void gw_audit(const policy *p, const char *tenant, const char *user, const char *task, const char *sandbox,
               const char *action, int allow, const char *rule, const char *message)
 {
+    gw_metrics_decision(action, allow);
     if (!audit_f)
         return;
     struct timespec ts;
@@ -79,6 +81,8 @@ void gw_audit(const policy *p, const char *tenant, const char *user, const char 
     l->n = 0;
     put(l, "{\"time\":\"");
     put(l, when);
+    put(l, ",\"request_id\":");
+    put_json(l, sg_log_request_id());
     put(l, ",\"tenant\":");
     put_json(l, tenant);
     put(l, ",\"user\":");

@@ -171,7 +171,7 @@ void gw_counts_add(size_t host, const char *tenant, const Sandgate__V1__Owner *o
     Sandgate__V1__HostSandbox hs, **ptrs = calloc(part->n_sandboxes + 1, sizeof *ptrs);
     sandgate__v1__host_sandbox__init(&hs);
     hs.owner = (Sandgate__V1__Owner *)owner;
-    if (part->n_sandboxes)   /* an empty count has sandboxes == NULL: memcpy(_, NULL, 0) is UB */
+    if (part->n_sandboxes)   /* an empty count's array is NULL (UBSan: memcpy from NULL) */
         memcpy(ptrs, part->sandboxes, part->n_sandboxes * sizeof *ptrs);
     ptrs[part->n_sandboxes] = &hs;
     Sandgate__V1__HostListResponse grown = *part;

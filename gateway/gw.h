@@ -68,8 +68,9 @@ void gw_health_stop(void);
 int gw_hosts_connect(sg_err *err);
 gw_host *gw_host_by_name(const char *name);
 /* The highest-scoring SERVING host for a dedupe key (rendezvous hashing by
- * host name); NULL when no host is serving. */
-gw_host *gw_host_for_key(const char *key);
+ * host name); NULL when no host is serving. avoid (optional, per G.hosts
+ * index): hosts to pass over unless no other is serving. */
+gw_host *gw_host_for_key(const char *key, const int *avoid);
 
 /* audit.c — one JSON line per decision; never secret values */
 int gw_audit_open(const char *path, sg_err *err);
@@ -99,6 +100,13 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
 /* service.c */
 int gw_service_register(rpc_server *srv, sg_err *err);
 
+/* metrics.c — Prometheus metrics (common/metrics.h) */
+int gw_metrics_init(rpc_server *srv);   /* families and the call observer */
+int gw_metrics_listen(const char *addr, const char *port_file, sg_err *err);
+void gw_metrics_forward(const char *method, double seconds);
+void gw_metrics_decision(const char *action, int allow);
+void gw_metrics_reload(int ok);
+
 /* status.c: fail a call with a reason the agent can parse and text that
  * names nothing internal (addresses, paths, library errors are logged) */
 void gw_fail(rpc_call *c, const sg_err *e);
@@ -116,6 +124,16 @@ void gw_fail_lost(rpc_call *c, const char *sandbox_id, const char *lost_at);
  * restart (NOT_FOUND, SANDBOX_LOST; metadata names the owner), else NULL.
  * Free with protobuf_c_message_free_unpacked. */
 Sandgate__V1__ErrorInfo *gw_host_lost_info(grpc_status_code code, const rpc_trailer *t);
+/* The public form of a host call's failing status (pure; status_test.c).
+ * from_peer: the host's handler chose it (rpc.h RPC_ORIGIN_KEY). message is
+ * static or details itself; log says the host's text goes to the log. */
+typedef struct gw_public {
+    grpc_status_code code;
+    const char *message;
+    const char *reason;         /* ErrorInfo reason, or NULL for none */
+    int log;
+} gw_public;
+gw_public gw_public_from_host(grpc_status_code code, const char *details, int from_peer);
 /* A host call failed: answer c with the public form of its status. */
 void gw_fail_from_host(rpc_call *c, const gw_host *h, const char *method, const char *sandbox_id,
                        grpc_status_code code, const char *details, const rpc_trailer *t);

@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "common/daemon.h"
+#include "common/log.h"
 #include "gateway/gw.h"
 #include "rpc/health.h"
+#include "rpc/metrics_http.h"
 #include "rpc/reflection.h"
 
 /* The public API's descriptors, embedded at build time (CMakeLists.txt). */
@@ -69,17 +71,25 @@ static grpc_server_credentials *tls_creds(sg_err *err)
 
 int main(int argc, char **argv)
 {
-    const char *config = NULL, *listen = NULL, *port_file = NULL;
+    const char *config = NULL, *listen = NULL, *port_file = NULL, *metrics = NULL,
+               *metrics_port_file = NULL, *log_level = getenv("SANDGATE_LOG_LEVEL");
     static struct option opts[] = {{"config", 1, 0, 'c'}, {"listen", 1, 0, 'l'},
-                                   {"port-file", 1, 0, 'p'}, {0, 0, 0, 0}};
+                                   {"port-file", 1, 0, 'p'}, {"metrics-listen", 1, 0, 'm'},
+                                   {"metrics-port-file", 1, 0, 'P'}, {"log-level", 1, 0, 'g'},
+                                   {0, 0, 0, 0}};
     int o;
-    while ((o = getopt_long(argc, argv, "c:l:p:", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "c:l:p:m:P:", opts, NULL)) != -1) {
         switch (o) {
         case 'c': config = optarg; break;
         case 'l': listen = optarg; break;
         case 'p': port_file = optarg; break;
+        case 'm': metrics = optarg; break;
+        case 'P': metrics_port_file = optarg; break;
+        case 'g': log_level = optarg; break;
         default:
-            fprintf(stderr, "usage: sandgate --config FILE [--listen ADDR] [--port-file FILE]\n");
+            fprintf(stderr, "usage: sandgate --config FILE [--listen ADDR] [--port-file FILE]\n"
+                            "                [--metrics-listen ADDR] [--metrics-port-file FILE]\n"
+                            "                [--log-level debug|info|warn|error]\n");
             return 2;
         }
     }
@@ -87,6 +97,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: sandgate --config FILE [--listen ADDR] [--port-file FILE]\n");
         return 2;
     }
+    int lvl = log_level ? sg_log_level_parse(log_level) : SG_LOG_INFO;
+    if (lvl < 0) {
+        fprintf(stderr, "sandgate: --log-level %s: expected debug, info, warn or error\n",
+                log_level);
+        return 2;
+    }
+    sg_log_init("sandgate", (sg_log_level)lvl);
     sg_daemon_block_signals(SIGHUP);   /* SIGHUP: the policy watch thread (reload.c) */
 
     policy_errors errs = {0};
@@ -110,7 +127,14 @@ int main(int argc, char **argv)
     }
     int port = 0;
     G.srv = rpc_server_create(G.cfg.threads, &err);
-    if (!G.srv || gw_hosts_connect(&err) != 0 || gw_health_start(&err) != 0 ||
+    if (G.srv && gw_metrics_init(G.srv) != 0) {
+        fprintf(stderr, "sandgate: cannot set up metrics (out of memory)\n");
+        return 1;
+    }
+    if (!metrics)
+        metrics = G.cfg.metrics_listen;
+    if (!G.srv || (metrics && gw_metrics_listen(metrics, metrics_port_file, &err) != 0) ||
+        gw_hosts_connect(&err) != 0 || gw_health_start(&err) != 0 ||
         gw_service_register(G.srv, &err) != 0 ||
         rpc_reflection_register(G.srv, sg_gateway_descriptor_set, sg_gateway_descriptor_set_len,
                                 &err) != 0 ||
@@ -130,6 +154,7 @@ int main(int argc, char **argv)
     int sig = sg_daemon_wait_stop();
     fprintf(stderr, "sandgate: signal %d: shutting down\n", sig);
     rpc_health_set_serving(0);
+    rpc_metrics_http_stop();
     rpc_server_destroy(G.srv);
     gw_health_stop();
     for (size_t i = 0; i < G.n_hosts; i++)

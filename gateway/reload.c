@@ -144,6 +144,7 @@ static int reload_bytes(const char *buf, size_t len, int force)
     if (rc != 0) {
         fprintf(stderr, "sandgate: policy reload rejected; keeping sha256 %s\n",
                 policy_hash(live));
+        gw_metrics_reload(0);
         return -1;
     }
     pthread_mutex_lock(&live_mu);
@@ -151,6 +152,7 @@ static int reload_bytes(const char *buf, size_t len, int force)
     live = p;
     pthread_mutex_unlock(&live_mu);
     fprintf(stderr, "sandgate: policy reloaded, sha256 %s\n", policy_hash(p));
+    gw_metrics_reload(1);
     policy_unref(old);   /* calls in flight keep their own refs */
     return 0;
 }

@@ -42,14 +42,18 @@ gw_host *gw_host_by_name(const char *name)
     return NULL;
 }
 
-gw_host *gw_host_for_key(const char *key)
+gw_host *gw_host_for_key(const char *key, const int *avoid)
 {
     const char *names[GW_MAX_HOSTS];
-    int usable[GW_MAX_HOSTS];
+    int usable[GW_MAX_HOSTS], any = 0;
     for (size_t i = 0; i < G.n_hosts; i++) {
         names[i] = G.hosts[i].name;
         usable[i] = gw_host_serving(&G.hosts[i]);
+        any |= usable[i] && !(avoid && avoid[i]);
     }
+    /* avoid[] is a preference: if it rules out every serving host, ignore it. */
+    for (size_t i = 0; any && avoid && i < G.n_hosts; i++)
+        usable[i] = usable[i] && !avoid[i];
     int i = gw_place_pick(names, usable, G.n_hosts, key);
     return i < 0 ? NULL : &G.hosts[i];
 }

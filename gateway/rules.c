@@ -24,7 +24,7 @@ static const rpc_field_rule create_fields[] = {
     USER_ID,
     {"task_id", RPC_CS_ID, ID_MAX},
     {"env.key", RPC_CS_ENV_NAME, 128},
-    {"env.value", RPC_CS_TEXT, POLICY_ENV_BYTES_MAX},
+    {"env.value", RPC_CS_TEXT, POLICY_ENV_VAR_MAX - 1},
     {"egress.host", RPC_CS_ID, 253},
     {"secrets", RPC_CS_ID, ID_MAX},
     {"user_token", RPC_CS_ID, 1023},
@@ -69,8 +69,14 @@ int gw_check_env(const Sandgate__V1__CreateSandboxRequest *req, uint64_t max_byt
                           "env: %zu variables; the policy limit is %u (limits.env_entries)",
                           req->n_env, max_entries);
     uint64_t total = 0;
-    for (size_t i = 0; i < req->n_env; i++)
-        total += strlen(req->env[i]->key) + strlen(req->env[i]->value);
+    for (size_t i = 0; i < req->n_env; i++) {
+        size_t one = strlen(req->env[i]->key) + strlen(req->env[i]->value);
+        if (one > POLICY_ENV_VAR_MAX)
+            return sg_err_set(err, SG_EINVAL,
+                              "env[\"%s\"]: name and value are %zu bytes; the limit for one "
+                              "variable is %u", req->env[i]->key, one, POLICY_ENV_VAR_MAX);
+        total += one;
+    }
     if (max_bytes && total > max_bytes)
         return sg_err_set(err, SG_EINVAL,
                           "env: %llu bytes (names and values); the policy limit is %llu "

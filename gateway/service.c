@@ -194,8 +194,11 @@ static void count_live(gw_req *r, Sandgate__V1__HostListResponse *part, uint32_t
  * even after placement changed under it (its winning host flapped, a host
  * was added). If that host is not SERVING the create fails UNAVAILABLE
  * rather than start a second sandbox for the task elsewhere. Otherwise the
- * highest-scoring serving host for the key (router.c). */
-static gw_host *create_host(gw_req *r, int holder, const char *dedupe, sg_err *e)
+ * highest-scoring serving host for the key (router.c), passing over hosts
+ * that did not answer the count just now (silent[]): a host that was just
+ * killed refuses connections before the health check has noticed. */
+static gw_host *create_host(gw_req *r, int holder, const char *dedupe, const int *silent,
+                            sg_err *e)
 {
     const Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
     if (holder >= 0) {
@@ -205,11 +208,22 @@ static gw_host *create_host(gw_req *r, int holder, const char *dedupe, sg_err *e
                    "not serving; retry later", req->task_id, G.hosts[holder].name);
         return NULL;
     }
-    gw_host *h = gw_host_for_key(dedupe);
+    gw_host *h = gw_host_for_key(dedupe, silent);
     if (!h)
         sg_err_set(e, SG_EUNAVAIL, G.n_hosts ? "no sandbox host is serving; retry later"
                                              : "no sandbox hosts configured");
     return h;
+}
+
+/* While a host is down every create would say so: once a second is enough. */
+static _Atomic int64_t count_log_at;
+
+static int log_once_per_second(_Atomic int64_t *last)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = ts.tv_sec, prev = atomic_load(last);
+    return now != prev && atomic_compare_exchange_strong(last, &prev, now);
 }
 
 static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
@@ -220,11 +234,12 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
     /* per host, so the chosen host can add the others' to its own count */
     uint32_t live_tenant = 0, live_user = 0, host_tenant[GW_MAX_HOSTS] = {0},
              host_user[GW_MAX_HOSTS] = {0};
-    int holder = -1, holder_fresh = 0;
+    int holder = -1, holder_fresh = 0, silent[GW_MAX_HOSTS] = {0};
     size_t n_cached = 0;
     for (size_t i = 0; i < n_parts && i < GW_MAX_HOSTS; i++) {
         /* A host that did not answer counts what it said last (counts.c). */
         Sandgate__V1__HostListResponse *part = parts[i], *cached = NULL;
+        silent[i] = !part;
         if (part)
             gw_counts_put(i, r->id.tenant, part);
         else if ((part = cached = gw_counts_get(i, r->id.tenant)))
@@ -241,9 +256,10 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
         if (cached)
             protobuf_c_message_free_unpacked(&cached->base, NULL);
     }
-    if (failed)
+    if (failed && log_once_per_second(&count_log_at))
         fprintf(stderr, "sandgate: create: %d host(s) not serving or did not answer the quota "
-                        "count; %zu counted from their last answer\n", failed, n_cached);
+                        "count; %zu counted from their last answer (logged at most once a "
+                        "second)\n", failed, n_cached);
     policy_scope scope = POLICY_SCOPE_PER_TASK;
     if (decide_create(r, req, live_tenant, live_user, &scope) != 0) {
         gw_req_free(r);
@@ -260,7 +276,7 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
     }
     add_egress(r, req, p);
     tenancy_dedupe_key(scope, r->id.tenant, r->id.user, req->task_id, p->dedupe, sizeof p->dedupe);
-    r->host = create_host(r, holder, p->dedupe, &e);
+    r->host = create_host(r, holder, p->dedupe, silent, &e);
     if (!r->host || tenancy_new_sandbox_id(r->host->name, p->id, sizeof p->id, &e) != 0) {
         gw_req_fail(r, &e);
         wipe_parts(p);

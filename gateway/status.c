@@ -20,7 +20,13 @@
 
 void gw_fail(rpc_call *c, const sg_err *e)
 {
-    rpc_call_fail(c, e);
+    /* The gateway's own failures (a library call, the OS) name syscalls and
+     * their arguments, which is what the log wants and the caller must not
+     * see. Every other code's text is about the request and is meant for it. */
+    if (e->code == SG_EINTERNAL)
+        gw_fail_internal(c, "internal error", e);
+    else
+        rpc_call_fail(c, e);
 }
 
 void gw_fail_policy(rpc_call *c, int code, const char *reason, const char *rule,
@@ -37,8 +43,8 @@ void gw_fail_not_found(rpc_call *c)
 
 void gw_fail_host_unavailable(rpc_call *c)
 {
-    rpc_call_fail_info(c, GRPC_STATUS_UNAVAILABLE, HOST_UNAVAILABLE_MSG, "HOST_UNAVAILABLE", NULL,
-                       0);
+    gw_public p = gw_public_from_host(GRPC_STATUS_UNAVAILABLE, "", 0);
+    rpc_call_fail_info(c, p.code, p.message, p.reason, NULL, 0);
 }
 
 void gw_fail_internal(rpc_call *c, const char *what, const sg_err *e)
@@ -69,33 +75,53 @@ Sandgate__V1__ErrorInfo *gw_host_lost_info(grpc_status_code code, const rpc_trai
     return info;
 }
 
+gw_public gw_public_from_host(grpc_status_code code, const char *details, int from_peer)
+{
+    gw_public p = {.code = code, .message = details ? details : "", .reason = NULL, .log = 0};
+    if (!from_peer) {
+        /* grpc made this status up on our side of the host call. */
+        p.log = 1;
+        switch (code) {
+        case GRPC_STATUS_UNAVAILABLE:
+            p.message = HOST_UNAVAILABLE_MSG;
+            p.reason = "HOST_UNAVAILABLE";
+            break;
+        case GRPC_STATUS_DEADLINE_EXCEEDED:
+            p.message = "the sandbox host did not answer in time";
+            break;
+        case GRPC_STATUS_CANCELLED:
+            p.message = "cancelled";
+            break;
+        case GRPC_STATUS_RESOURCE_EXHAUSTED:
+            p.message = "the sandbox host's answer is larger than the gateway accepts";
+            break;
+        case GRPC_STATUS_NOT_FOUND:   /* grpc never says it; a host from before the trailer */
+            p.message = TENANCY_NOT_FOUND_MSG;
+            break;
+        default:
+            p.code = GRPC_STATUS_INTERNAL;
+            p.message = "the call to the sandbox host failed";
+            break;
+        }
+        return p;
+    }
+    switch (code) {
+    case GRPC_STATUS_INTERNAL:
+    case GRPC_STATUS_UNKNOWN:
+    case GRPC_STATUS_DATA_LOSS:
+        p.log = 1;
+        p.code = GRPC_STATUS_INTERNAL;
+        p.message = "internal error in the sandbox host";
+        break;
+    default:
+        break;
+    }
+    return p;
+}
+
 void gw_fail_from_host(rpc_call *c, const gw_host *h, const char *method, const char *sandbox_id,
                        grpc_status_code code, const char *details, const rpc_trailer *t)
 {
-    const char *why = details && details[0] ? details : "(no details)";
-    if (!t || !t->from_peer) {
-        /* grpc made this status up on our side of the host call. */
-        fprintf(stderr, "sandgate: host %s (%s) %s: %s: %s\n", h->name, h->address, method,
-                rpc_status_name(code), why);
-        switch (code) {
-        case GRPC_STATUS_UNAVAILABLE:
-            gw_fail_host_unavailable(c);
-            break;
-        case GRPC_STATUS_DEADLINE_EXCEEDED:
-            rpc_call_finish(c, code, "the sandbox host did not answer in time");
-            break;
-        case GRPC_STATUS_CANCELLED:
-            rpc_call_finish(c, code, "cancelled");
-            break;
-        case GRPC_STATUS_RESOURCE_EXHAUSTED:
-            rpc_call_finish(c, code, "the sandbox host's answer is larger than the gateway accepts");
-            break;
-        default:
-            rpc_call_finish(c, GRPC_STATUS_INTERNAL, "the call to the sandbox host failed");
-            break;
-        }
-        return;
-    }
     Sandgate__V1__ErrorInfo *lost = gw_host_lost_info(code, t);
     if (lost) {
         /* Only calls whose ownership was proven get here (request.c). */
@@ -103,16 +129,14 @@ void gw_fail_from_host(rpc_call *c, const gw_host *h, const char *method, const 
         protobuf_c_message_free_unpacked(&lost->base, NULL);
         return;
     }
-    switch (code) {
-    case GRPC_STATUS_INTERNAL:
-    case GRPC_STATUS_UNKNOWN:
-    case GRPC_STATUS_DATA_LOSS:
-        fprintf(stderr, "sandgate: host %s %s: %s: %s\n", h->name, method, rpc_status_name(code),
-                why);
-        rpc_call_finish(c, GRPC_STATUS_INTERNAL, "internal error in the sandbox host");
-        break;
-    default:
-        rpc_call_finish(c, code, details);
-        break;
-    }
+    int from_peer = t && t->from_peer;
+    gw_public p = gw_public_from_host(code, details, from_peer);
+    if (p.log)
+        fprintf(stderr, "sandgate: host %s (%s) %s: %s%s: %s\n", h->name, h->address, method,
+                rpc_status_name(code), from_peer ? "" : " (grpc)",
+                details && details[0] ? details : "(no details)");
+    if (p.reason)
+        rpc_call_fail_info(c, p.code, p.message, p.reason, NULL, 0);
+    else
+        rpc_call_finish(c, p.code, p.message);
 }

@@ -329,8 +329,16 @@ void host_ctx_spawn(host_ctx *c)
         sg_err err;
         if (c->sb->pidfd < 0)
             host_ctx_failed(c, "no handle on the sandbox's pid 1 (pidfd_open failed)");
-        else if (host_zygote_join(t, c, &err) != 0)
-            host_ctx_failed(c, err.msg);
+        else if (host_zygote_join(t, c, &err) != 0) {
+            /* An internal cause names cgroup paths and syscalls: logged, and
+             * the caller gets a fixed text (UNAVAILABLE ones are already
+             * worded for it: "template ... is restarting; retry"). */
+            if (err.code != SG_EUNAVAIL)
+                fprintf(stderr, "sandgate-host: context %s of %s: %s\n", c->id, c->sb->id,
+                        err.msg);
+            host_ctx_failed(c, err.code == SG_EUNAVAIL ? err.msg
+                                                       : "the context could not be started");
+        }
         return;
     }
     if (host_supervisor_send(c->sb, "CTX %s", c->id) != 0)
@@ -382,6 +390,7 @@ static void restart(host_ctx *c)
     host_watch_close(&c->err);
     c->state = CTX_STARTING;
     c->restarts++;
+    host_metrics_context_restart(c->sb->template_name);
     host_ctx_spawn(c);
 }
 
@@ -393,6 +402,8 @@ void host_ctx_exited(host_ctx *c, int code, int sig)
     int oom = ooms > c->sb->oom_base;
     if (ooms > 0)
         c->sb->oom_base = ooms;
+    if (oom)
+        host_metrics_oom(c->sb->template_name);
     if (c->run) {
         char why[512];
         if (oom) {
@@ -468,6 +479,8 @@ void host_ctx_tick(host_ctx *c, int64_t now)
         return;
     if (!r->act.interrupted_us && r->act.deadline_us && now >= r->act.deadline_us) {
         r->act.timed_out = !r->act.cancelled;
+        if (r->act.timed_out)
+            host_metrics_timeout("run");
         r->act.interrupted_us = now;
         host_supervisor_send(c->sb, "INT %s", c->id);
     } else if (r->act.interrupted_us && now - r->act.interrupted_us >= INTERRUPT_GRACE_US) {

@@ -138,6 +138,8 @@ void host_exec_tick(host_exec *e, int64_t now)
         return;
     if (!a->interrupted_us && a->deadline_us && now >= a->deadline_us) {
         a->timed_out = !a->cancelled;
+        if (a->timed_out)
+            host_metrics_timeout("exec");
         a->interrupted_us = now;
         host_supervisor_send(e->sb, "KILLEXEC %s", e->id);
     }

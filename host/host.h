@@ -293,6 +293,15 @@ int host_egress_attach(host_sandbox *sb, const Sandgate__V1__HostCreateRequest *
 void host_egress_detach(host_sandbox *sb);
 void host_egress_adopt(host_sandbox *sb, int fd);   /* fd consumed */
 
+/* metrics.c — Prometheus metrics (common/metrics.h) */
+int host_metrics_init(rpc_server *srv);
+int host_metrics_listen(const char *addr, const char *port_file, sg_err *err);
+void host_metrics_context_restart(const char *template_name);
+void host_metrics_timeout(const char *kind);   /* "run", "exec" */
+void host_metrics_oom(const char *template_name);
+void host_metrics_egress(const char *kind, int allow, const char *rule, uint64_t up,
+                         uint64_t down);
+
 /* service.c */
 int host_service_register(rpc_server *srv, sg_err *err);
 

@@ -16,10 +16,13 @@
 #include <unistd.h>
 
 #include "common/daemon.h"
+#include "common/log.h"
+#include "host/admit.h"
 #include "host/contain/contain.h"
 #include "host/files.h"
 #include "host/host.h"
 #include "rpc/health.h"
+#include "rpc/metrics_http.h"
 #include "rpc/reflection.h"
 
 /* The host API's descriptors, embedded at build time (CMakeLists.txt). */
@@ -34,13 +37,16 @@ static void usage(void)
             "usage: sandgate-host --config FILE [--listen ADDR] [--port-file FILE]\n"
             "                     [--contain-lib PATH] [--runtime DIR] [--name NAME]\n"
             "                     [--runtime-dir DIR] [--state-dir DIR] [--audit-log FILE]\n"
-            "                     [--egress-hosts FILE]\n"
+            "                     [--egress-hosts FILE] [--metrics-listen ADDR]\n"
+            "                     [--metrics-port-file FILE] [--log-level LEVEL]\n"
             "  --audit-log FILE     egress decisions, one JSON line each (appended;\n"
             "                       default: stderr)\n"
             "  --egress-hosts FILE  \"IP name...\" lines the egress proxy consults before\n"
             "                       DNS (tests map names to their servers)\n"
             "  --state-dir DIR      the sandbox journal (default: config state_dir, else\n"
-            "                       <runtime-dir>/state)\n");
+            "                       <runtime-dir>/state)\n"
+            "  --metrics-listen ADDR  Prometheus /metrics over HTTP (config: metrics_listen;\n"
+            "                       port 0 picks one, written to --metrics-port-file)\n");
 }
 
 static void default_paths(void)
@@ -172,14 +178,17 @@ static void kill_all(void)
 int main(int argc, char **argv)
 {
     const char *config = NULL, *listen = NULL, *port_file = NULL, *name = NULL, *rtdir = NULL;
-    const char *audit_log = NULL, *egress_hosts = NULL, *state_dir = NULL;
+    const char *audit_log = NULL, *egress_hosts = NULL, *state_dir = NULL, *metrics = NULL,
+               *metrics_port_file = NULL, *log_level = getenv("SANDGATE_LOG_LEVEL");
     default_paths();
     static struct option opts[] = {{"config", 1, 0, 'c'},      {"listen", 1, 0, 'l'},
                                    {"port-file", 1, 0, 'p'},   {"contain-lib", 1, 0, 'L'},
                                    {"runtime", 1, 0, 'r'},     {"help", 0, 0, 'h'},
                                    {"name", 1, 0, 'n'},        {"runtime-dir", 1, 0, 'R'},
                                    {"audit-log", 1, 0, 'A'},   {"egress-hosts", 1, 0, 'E'},
-                                   {"state-dir", 1, 0, 'S'},   {0, 0, 0, 0}};
+                                   {"state-dir", 1, 0, 'S'},   {"metrics-listen", 1, 0, 'm'},
+                                   {"metrics-port-file", 1, 0, 'P'}, {"log-level", 1, 0, 'g'},
+                                   {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "c:l:p:L:r:hn:R:", opts, NULL)) != -1) {
         switch (o) {
@@ -193,6 +202,9 @@ int main(int argc, char **argv)
         case 'A': audit_log = optarg; break;
         case 'E': egress_hosts = optarg; break;
         case 'S': state_dir = optarg; break;
+        case 'm': metrics = optarg; break;
+        case 'P': metrics_port_file = optarg; break;
+        case 'g': log_level = optarg; break;
         default: usage(); return 2;
         }
     }
@@ -200,10 +212,20 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
+    int lvl = log_level ? sg_log_level_parse(log_level) : SG_LOG_INFO;
+    if (lvl < 0) {
+        fprintf(stderr, "sandgate-host: --log-level %s: expected debug, info, warn or error\n",
+                log_level);
+        return 2;
+    }
+    sg_log_init("sandgate-host", (sg_log_level)lvl);
     /* SIGCHLD goes to the loop's signalfd; SIGTERM/INT to sigwait below.
      * Blocked before any thread exists so every thread inherits the mask. */
     sg_daemon_block_signals(SIGCHLD);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    /* ~5 fds per sandbox: the soft limit (often 1,024) would cap a host
+     * near 200 sandboxes while the hard one allows far more. */
+    host_admit_raise_nofile();
 
     if (load_config(config, name, rtdir, state_dir) != 0)
         return 1;
@@ -233,7 +255,14 @@ int main(int argc, char **argv)
     rpc_runtime_init();
     int port = 0;
     H.srv = rpc_server_create(H.cfg.threads, &err);
-    if (!H.srv || host_service_register(H.srv, &err) != 0 ||
+    if (H.srv && host_metrics_init(H.srv) != 0) {
+        fprintf(stderr, "sandgate-host: cannot set up metrics (out of memory)\n");
+        return 1;
+    }
+    if (!metrics)
+        metrics = H.cfg.metrics_listen;
+    if (!H.srv || (metrics && host_metrics_listen(metrics, metrics_port_file, &err) != 0) ||
+        host_service_register(H.srv, &err) != 0 ||
         rpc_reflection_register(H.srv, sg_host_descriptor_set, sg_host_descriptor_set_len,
                                 &err) != 0 ||
         rpc_server_listen(H.srv, listen ? listen : H.cfg.listen, NULL, &port, &err) != 0 ||
@@ -248,6 +277,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
     }
+    fprintf(stderr, "sandgate-host: reserve: %u fds, %llu MiB memory, %u pids (0 = off)\n",
+            H.cfg.reserve_fds, (unsigned long long)(H.cfg.reserve_memory >> 20),
+            H.cfg.reserve_pids);
     if (sg_daemon_write_port(port_file, port) != 0)
         fprintf(stderr, "sandgate-host: cannot write port file %s\n", port_file);
     fprintf(stderr, "sandgate-host: %s serving on port %d (cgroups: %s)\n", H.cfg.name, port,
@@ -259,6 +291,7 @@ int main(int argc, char **argv)
     rpc_health_set_serving(0);
     kill_all();
     host_files_stop();   /* file calls in flight answer; the rest get UNAVAILABLE */
+    rpc_metrics_http_stop();
     rpc_server_shutdown(H.srv);
     host_journal_close();   /* no handler runs now: none reads the lost table */
     host_loop_stop();

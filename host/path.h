@@ -1,7 +1,8 @@
 /* path.h — workspace path normalisation for WriteFile/ReadFile, pure (no
  * syscalls) so it can be table-tested and fuzzed on its own. The kernel
  * check (openat2 RESOLVE_BENEATH in files.c) is the real boundary; this
- * gives clear messages and one canonical spelling first. */
+ * gives clear messages and one canonical spelling first. Table test:
+ * host/path_test.c; libFuzzer target: tests/fuzz/host_path_fuzz.c. */
 #ifndef SG_HOST_PATH_H
 #define SG_HOST_PATH_H
 

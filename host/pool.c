@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "host/admit.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
 
@@ -220,10 +221,27 @@ int host_pool_activate(host_sandbox *sb, host_template *t, const Sandgate__V1__H
 
 static void pool_start(host_template *t)
 {
+    /* A refill is a create: held back, quietly, while the reserve is short
+     * (logged when that starts and ends, not every tick). */
+    static int held;
+    sg_err aerr;
+    if (host_admit_check(HOST_ADMIT_SANDBOX, &aerr) != 0) {
+        if (!held)
+            fprintf(stderr, "sandgate-host: pool refill held back: %s\n", aerr.msg);
+        held = 1;
+        return;
+    }
+    if (held)
+        fprintf(stderr, "sandgate-host: pool refill resumed\n");
+    held = 0;
     uint32_t slot;
     if (host_slot_alloc(&slot) != 0)
         return;
     host_sandbox *sb = host_sandbox_alloc(t->cfg->name, slot);
+    if (!sb) {
+        H.slots[slot] = 0;
+        return;
+    }
     sb->pooled = 1;
     host_sandbox **p = &t->pool;
     while (*p)
@@ -268,17 +286,17 @@ void host_pool_tick(int64_t now_us)
                 host_sandbox_fail_create(sb, SG_EUNAVAIL, "pool sandbox did not start");
                 continue;
             }
-            starting += !sb->pool_ready;
             if (z && sb->zygote_gen != z->gen) {
                 if (!host_zygote_gen_usable(t, sb->zygote_gen)) {
                     host_pool_unlink(sb);
                     host_sandbox_kill(sb, NULL);
-                    starting -= !sb->pool_ready;
                     continue;
                 }
+                starting += !sb->pool_ready;
                 older++;
                 continue;
             }
+            starting += !sb->pool_ready;
             have++;
             ready += sb->pool_ready;
         }

@@ -19,7 +19,7 @@ static const rpc_field_rule create_fields[] = {
     {"request.user_id", RPC_CS_ID, ID_MAX},
     {"request.task_id", RPC_CS_ID, ID_MAX},
     {"request.env.key", RPC_CS_ENV_NAME, 128},
-    {"request.env.value", RPC_CS_TEXT, POLICY_ENV_BYTES_MAX},
+    {"request.env.value", RPC_CS_TEXT, POLICY_ENV_VAR_MAX - 1},
     {"request.egress.host", RPC_CS_ID, 253},
     {"request.secrets", RPC_CS_ID, ID_MAX},
     {"request.user_token", RPC_CS_ID, 1023},
@@ -94,6 +94,10 @@ int host_check_create(const Sandgate__V1__HostCreateRequest *req, sg_err *err)
     size_t raw = 0, enc = 512;   /* the base variables and proxy settings */
     for (size_t i = 0; i < r->n_env; i++) {
         size_t kl = strlen(r->env[i]->key), vl = strlen(r->env[i]->value);
+        if (kl + vl > POLICY_ENV_VAR_MAX)   /* the key passed its charset: safe to show */
+            return sg_err_set(err, SG_EINVAL, "request.env[\"%.128s\"]: name and value are %zu "
+                              "bytes; the limit for one variable is %u", r->env[i]->key, kl + vl,
+                              POLICY_ENV_VAR_MAX);
         raw += kl + vl;
         enc += json_len((const uint8_t *)r->env[i]->key, kl) +
                json_len((const uint8_t *)r->env[i]->value, vl) + 2;

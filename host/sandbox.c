@@ -9,10 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "host/admit.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
 #include "host/rules.h"
@@ -159,6 +162,16 @@ int host_slot_alloc(uint32_t *slot)
     return -1;
 }
 
+/* A sandbox's RLIMIT_NOFILE: 1,024, or the host's hard limit if that is
+ * lower (the contained child cannot raise it, and would fail to start). */
+static unsigned long sandbox_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max < 1024)
+        return (unsigned long)rl.rlim_max;
+    return 1024;
+}
+
 /* The contain spec for this sandbox (host/contain/contain.h). */
 static char *build_spec(host_sandbox *sb, const host_template *t, const char *procs)
 {
@@ -169,12 +182,12 @@ static char *build_spec(host_sandbox *sb, const host_template *t, const char *pr
     int n = snprintf(spec, cap,
                      "id=%s\nuid=%u\ngid=%u\nhostname=sandbox\nnewroot=%s/newroot\n"
                      "workspace=/workspace\nworkspace_bytes=%llu\nworkspace_inodes=%llu\n"
-                     "tmp_bytes=%llu\ntmp_inodes=16384\nnofile=1024\nfsize=%llu\n"
+                     "tmp_bytes=%llu\ntmp_inodes=16384\nnofile=%lu\nfsize=%llu\n"
                      "seccomp=1\nnet=none\nfd_keep=3\n",
                      sb->id, uid, uid, H.cfg.runtime_dir,
                      (unsigned long long)sb->limits.disk_bytes,
                      (unsigned long long)(sb->limits.disk_bytes / 4096 + 64),
-                     (unsigned long long)sb->limits.tmp_bytes,
+                     (unsigned long long)sb->limits.tmp_bytes, sandbox_nofile(),
                      (unsigned long long)sb->limits.disk_bytes);
     for (size_t i = 0; i < c->n_ro_binds; i++)
         n += snprintf(spec + n, cap - (size_t)n, "ro_bind=%s\n", c->ro_binds[i]);
@@ -265,16 +278,26 @@ char *host_sandbox_env(const Sandgate__V1__HostCreateRequest *req)
 
 static void on_supervisor(host_watch *w, uint32_t events);
 
-static void random_id(char *out, size_t n)
+/* 128 random bits from getrandom(2): no fd to open, so it works with the
+ * fd table full. GRND_NONBLOCK: only before the kernel's pool is seeded
+ * (early boot) does it fail, and then the create fails, never the host. */
+static int random_id(char *out, size_t n)
 {
     unsigned char b[16];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || read(fd, b, sizeof b) != sizeof b)
-        abort();   /* no randomness: never hand out guessable ids */
-    close(fd);
+    ssize_t got;
+    do
+        got = getrandom(b, sizeof b, GRND_NONBLOCK);
+    while (got < 0 && errno == EINTR);
+    if (got != (ssize_t)sizeof b) {
+        fprintf(stderr, "sandgate-host: getrandom(16): %s\n",
+                got < 0 ? strerror(errno) : "short read");
+        return -1;
+    }
     int k = snprintf(out, n, "%s-", H.cfg.name);
     for (int i = 0; i < 16 && (size_t)k + 2 < n; i++)
         k += snprintf(out + k, n - (size_t)k, "%02x", b[i]);
+    explicit_bzero(b, sizeof b);
+    return 0;
 }
 
 void host_limits_default(Sandgate__V1__Limits *l)
@@ -287,11 +310,15 @@ void host_limits_default(Sandgate__V1__Limits *l)
     if (!l->max_file_bytes) l->max_file_bytes = 8ull << 20;
 }
 
-/* A sandbox with a fresh random id, default limits, no owner yet. */
+/* A sandbox with a fresh random id, default limits, no owner yet; NULL
+ * when there is no memory or no randomness (the caller frees the slot). */
 host_sandbox *host_sandbox_alloc(const char *template_name, uint32_t slot)
 {
     host_sandbox *sb = calloc(1, sizeof *sb);
-    random_id(sb->id, sizeof sb->id);
+    if (!sb || random_id(sb->id, sizeof sb->id) != 0) {
+        free(sb);
+        return NULL;
+    }
     snprintf(sb->template_name, sizeof sb->template_name, "%s", template_name);
     snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
     sandgate__v1__limits__init(&sb->limits);
@@ -342,6 +369,8 @@ void host_sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest
 static host_sandbox *sandbox_new(const Sandgate__V1__HostCreateRequest *req, uint32_t slot)
 {
     host_sandbox *sb = host_sandbox_alloc(req->request->template_, slot);
+    if (!sb)
+        return NULL;
     host_sandbox_assign(sb, req);
     snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
     return sb;
@@ -431,11 +460,19 @@ int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *ca
         pthread_mutex_unlock(&H.mu);
         return err->code;
     }
+    /* A ready pool sandbox is already paid for (its fds and pids are
+     * counted): handing it out takes nothing new, so no admission check. */
     host_sandbox *psb = host_pool_take(t, req);
     if (psb) {
         int prc = host_pool_activate(psb, t, req, call, err);
         pthread_mutex_unlock(&H.mu);
         return prc;
+    }
+    /* Before anything is allocated: a host that runs dry loses every
+     * sandbox it holds, so refuse while the reserve is still there. */
+    if (host_admit_check(HOST_ADMIT_SANDBOX, err) != 0) {
+        pthread_mutex_unlock(&H.mu);
+        return err->code;
     }
     uint32_t slot;
     if (host_slot_alloc(&slot) != 0) {
@@ -443,6 +480,11 @@ int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *ca
         return sg_err_set(err, SG_EQUOTA, "host is full (%u sandboxes)", H.cfg.max_sandboxes);
     }
     host_sandbox *sb = sandbox_new(req, slot);
+    if (!sb) {
+        H.slots[slot] = 0;
+        pthread_mutex_unlock(&H.mu);
+        return sg_err_set(err, SG_EUNAVAIL, "host could not make a sandbox id now; retry");
+    }
     sb->next = H.sandboxes;
     H.sandboxes = sb;
     H.n_sandboxes++;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "host/admit.h"
 #include "host/files.h"
 #include "host/host.h"
 #include "host/rules.h"
@@ -227,6 +228,11 @@ static void do_create_context(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m
         snprintf(msg, sizeof msg, "sandbox %s has %d contexts, the most a sandbox may hold",
                  sb->id, live);
         fail(c, SG_EQUOTA, msg);
+        return;
+    }
+    sg_err aerr;
+    if (host_admit_check(HOST_ADMIT_CONTEXT, &aerr) != 0) {   /* before anything is made */
+        rpc_call_fail(c, &aerr);
         return;
     }
     char id[32];

@@ -195,11 +195,15 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
         close_tree(&c);
         return SG_EINVAL;
     }
-    static const char *const keys[] = {"listen", "policy", "audit_log", "threads", "tls", "hosts", NULL};
+    static const char *const keys[] = {"listen", "policy", "audit_log", "threads", "tls", "hosts",
+                                       "metrics_listen", NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
     if (out->listen)
         check_addr(&c, ymap_get(root, "listen"), "listen", out->listen);
+    out->metrics_listen = opt_str(&c, root, "", "metrics_listen", NULL);
+    if (out->metrics_listen)
+        check_addr(&c, ymap_get(root, "metrics_listen"), "metrics_listen", out->metrics_listen);
     char *pol = req_str(&c, root, "", "policy");
     out->policy_path = resolve(&c, pol);
     free(pol);
@@ -224,6 +228,7 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
 void config_gateway_cleanup(config_gateway *g)
 {
     free(g->listen);
+    free(g->metrics_listen);
     free(g->policy_path);
     free(g->audit_log);
     free(g->tls_cert);
@@ -316,6 +321,21 @@ static void host_template(cctx *c, const ynode *m, const char *path, config_temp
         y_duration(&c->d, ymap_get(m, "rotate_after"), sub, &t->rotate_after);
 }
 
+/* reserve: {fds, memory, pids} — what admission control keeps free. */
+static void host_reserve(cctx *c, const ynode *m, config_host *h)
+{
+    static const char *const keys[] = {"fds", "memory", "pids", NULL};
+    if (y_is(&c->d, m, "reserve", YN_MAP) < 0)
+        return;
+    ymap_check(&c->d, m, "reserve", keys);
+    opt_u32(c, m, "reserve", "fds", 0, 1u << 20, &h->reserve_fds);
+    opt_u32(c, m, "reserve", "pids", 0, 1u << 22, &h->reserve_pids);
+    const ynode *n = ymap_get(m, "memory");
+    uint64_t v;
+    if (n && y_size(&c->d, n, "reserve.memory", &v) == 0)
+        h->reserve_memory = v;
+}
+
 static void host_templates(cctx *c, const ynode *l, config_host *h)
 {
     if (y_is(&c->d, l, "templates", YN_SEQ) < 0)
@@ -347,12 +367,15 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
         return SG_EINVAL;
     }
     static const char *const keys[] = {"listen", "name", "threads", "runtime_dir", "state_dir",
-                                       "cgroup_root", "uid_base", "max_sandboxes", "templates",
-                                       NULL};
+                                       "cgroup_root", "uid_base", "max_sandboxes", "reserve",
+                                       "templates", "metrics_listen", NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
     if (out->listen)
         check_addr(&c, ymap_get(root, "listen"), "listen", out->listen);
+    out->metrics_listen = opt_str(&c, root, "", "metrics_listen", NULL);
+    if (out->metrics_listen)
+        check_addr(&c, ymap_get(root, "metrics_listen"), "metrics_listen", out->metrics_listen);
     out->name = req_str(&c, root, "", "name");
     if (out->name && !name_ok(out->name))
         pol_err(&c.d, ymap_get(root, "name"), "name", "bad host name '%s', expected [a-z0-9]{1,16}", out->name);
@@ -372,6 +395,11 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
     opt_u32(&c, root, "", "uid_base", 1000, UINT32_MAX - 1000000, &out->uid_base);
     out->max_sandboxes = 1024;
     opt_u32(&c, root, "", "max_sandboxes", 1, 65536, &out->max_sandboxes);
+    out->reserve_fds = CONFIG_RESERVE_FDS;
+    out->reserve_memory = CONFIG_RESERVE_MEMORY;
+    out->reserve_pids = CONFIG_RESERVE_PIDS;
+    if (ymap_get(root, "reserve"))
+        host_reserve(&c, ymap_get(root, "reserve"), out);
     if (ymap_get(root, "templates"))
         host_templates(&c, ymap_get(root, "templates"), out);
     int r = close_tree(&c);
@@ -390,6 +418,7 @@ static void free_list(char **l, size_t n)
 void config_host_cleanup(config_host *h)
 {
     free(h->listen);
+    free(h->metrics_listen);
     free(h->name);
     free(h->runtime_dir);
     free(h->state_dir);

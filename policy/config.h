@@ -5,6 +5,7 @@
  *
  * Gateway file:
  *   listen: "127.0.0.1:7443"
+ *   metrics_listen: "127.0.0.1:9443"  # optional: Prometheus /metrics over HTTP
  *   policy: "policy.yaml"          # relative paths are relative to this file
  *   audit_log: "audit.log"         # optional; "-" = stderr
  *   threads: 1                     # completion-queue threads
@@ -18,12 +19,19 @@
  *
  * Host file:
  *   listen: "127.0.0.1:7444"
+ *   metrics_listen: "127.0.0.1:9444"  # optional: Prometheus /metrics over HTTP
  *   name: local
  *   threads: 1
  *   runtime_dir: /run/sandgate     # newroot mount point, sockets
  *   cgroup_root: /sys/fs/cgroup
  *   uid_base: 200000               # sandbox i runs as uid_base + slot
  *   max_sandboxes: 1024
+ *   reserve:                       # admission control: a CreateSandbox (or a pool
+ *     fds: 64                      # refill) that would leave less than this free is
+ *     memory: 256MiB               # refused RESOURCE_EXHAUSTED naming what ran out:
+ *     pids: 256                    # fds under RLIMIT_NOFILE and fs.file-max; MemAvailable;
+ *                                  # tasks under pid_max, threads-max and the sandgate
+ *                                  # cgroup's pids.max. 0 turns one check off.
  *   templates:
  *     - name: code-interpreter
  *       python: /usr/bin/python3
@@ -53,6 +61,7 @@ typedef struct config_host_ref {
 
 typedef struct config_gateway {
     char *listen;
+    char *metrics_listen;  /* NULL = no metrics listener */
     char *policy_path;     /* absolute after load */
     char *audit_log;       /* NULL = none */
     int threads;
@@ -74,6 +83,9 @@ typedef struct config_template {
 } config_template;
 
 #define CONFIG_POOL_DEFAULT 4
+#define CONFIG_RESERVE_FDS 64
+#define CONFIG_RESERVE_MEMORY (256ull << 20)
+#define CONFIG_RESERVE_PIDS 256
 #define CONFIG_POOL_MAX 64
 #define CONFIG_ROTATE_FORKS_DEFAULT 64
 #define CONFIG_ROTATE_FORKS_MAX 1000000
@@ -81,6 +93,7 @@ typedef struct config_template {
 
 typedef struct config_host {
     char *listen;
+    char *metrics_listen;  /* NULL = no metrics listener */
     char *name;
     int threads;
     char *runtime_dir;
@@ -90,6 +103,9 @@ typedef struct config_host {
     char *cgroup_root;
     uint32_t uid_base;
     uint32_t max_sandboxes;
+    uint32_t reserve_fds;      /* admission control (host/admit.c); 0 = no check */
+    uint64_t reserve_memory;   /* bytes */
+    uint32_t reserve_pids;
     config_template *templates;
     size_t n_templates;
 } config_host;

@@ -83,6 +83,9 @@ static void test_local_host(void **state)
     assert_string_equal(h.cgroup_root, "/sys/fs/cgroup");
     assert_int_equal(h.uid_base, 200000);
     assert_int_equal(h.max_sandboxes, 1024);
+    assert_int_equal(h.reserve_fds, 64);
+    assert_true(h.reserve_memory == 256ull << 20);
+    assert_int_equal(h.reserve_pids, 256);
     assert_int_equal(h.n_templates, 1);
     config_template *t = &h.templates[0];
     assert_string_equal(t->name, "code-interpreter");
@@ -132,11 +135,22 @@ static void test_defaults_and_paths(void **state)
     assert_int_equal(hp.templates[1].rotate_after, 600);
     config_host_cleanup(&hp);
 
+    p = write_tmp("hr.yaml", "listen: \"0.0.0.0:1\"\nname: h\n"
+                             "reserve: {fds: 0, memory: 1GiB, pids: 4000}\n");
+    assert_int_equal(config_host_load(p, &hp, &errs), 0);
+    assert_int_equal(hp.reserve_fds, 0);
+    assert_true(hp.reserve_memory == 1ull << 30);
+    assert_int_equal(hp.reserve_pids, 4000);
+    config_host_cleanup(&hp);
+
     p = write_tmp("h.yaml", "listen: \"0.0.0.0:1\"\nname: h\n");
     config_host h;
     assert_int_equal(config_host_load(p, &h, &errs), 0);
     assert_string_equal(h.runtime_dir, "/run/sandgate");
     assert_int_equal(h.threads, 1);
+    assert_int_equal(h.reserve_fds, CONFIG_RESERVE_FDS);
+    assert_true(h.reserve_memory == CONFIG_RESERVE_MEMORY);
+    assert_int_equal(h.reserve_pids, CONFIG_RESERVE_PIDS);
     assert_int_equal(h.n_templates, 0);
     config_host_cleanup(&h);
     policy_errors_cleanup(&errs);
@@ -182,6 +196,11 @@ static const golden goldens[] = {
      "  - {name: b, python: /p, rotate_after: 5 minutes}\n",
      "h4.yaml:4:41: templates[0].rotate_forks: 1000001 is out of range, expected at most 1000000\n"
      "h4.yaml:5:41: templates[1].rotate_after: expected a duration such as 30s, 10m or 2h, got '5 minutes'\n", 1},
+    {"host: reserve errors", "h5.yaml",
+     "listen: \"127.0.0.1:7444\"\nname: local\nreserve:\n  fds: many\n  memory: 3 apples\n  cpu: 1\n",
+     "h5.yaml:6:3: reserve.cpu: unknown key 'cpu', expected one of: fds, memory, pids\n"
+     "h5.yaml:4:8: reserve.fds: expected an integer, got 'many'\n"
+     "h5.yaml:5:11: reserve.memory: expected a size such as 4096, 64KiB or 512MiB, got '3 apples'\n", 1},
 };
 
 static void test_goldens(void **state)

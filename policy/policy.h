@@ -92,6 +92,9 @@ typedef struct policy_limits {
 #define POLICY_ENV_BYTES_MAX (128u << 10)
 #define POLICY_ENV_ENTRIES_DEFAULT 256u
 #define POLICY_ENV_ENTRIES_MAX 1024u
+/* One variable, name + value: "NAME=VALUE" and its NUL within execve's
+ * MAX_ARG_STRLEN (128 KiB); not a policy setting. */
+#define POLICY_ENV_VAR_MAX ((128u << 10) - 2)
 
 /* The limits that apply to a tenant (defaults overlaid by its overrides). */
 int policy_tenant_limits(const policy *p, const char *tenant, policy_limits *out);

@@ -219,8 +219,16 @@ grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *c
         /* Our calls are not idempotent (RunCode): never replay them. */
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_ENABLE_CHANNELZ, .value.integer = 0},
+        /* A peer that went away is retried at least every second: gRPC's
+         * default backoff grows to 120 s, so a host back after a minute's
+         * outage would wait up to two more before the gateway reconnected
+         * (tests/hosts/test_host_restart.py). Refused connects are cheap. */
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+         .value.integer = 250},
+        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+         .value.integer = 1000},
     };
-    grpc_channel_args cargs = {.num_args = 4, .args = args};
+    grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
     grpc_channel_credentials *c = creds ? creds : grpc_insecure_credentials_create();
     grpc_channel *ch = grpc_channel_create(target, c, &cargs);
     if (!creds)

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "rpc/rpc.h"
 
@@ -41,6 +42,10 @@ struct rpc_call {
     uint8_t *req;                     /* owned */
     size_t req_len;
 
+    struct timespec dispatched;       /* monotonic, for the observer */
+    char label[64];                   /* rpc_call_set_label */
+    char request_id[RPC_REQUEST_ID_MAX + 1];   /* the client's x-request-id, or made here */
+    char traceparent[56];             /* W3C traceparent passed through; "" none */
     rpc_tag new_tag;                  /* request_registered_call completed */
     rpc_tag close_tag;                /* RECV_CLOSE_ON_SERVER completed */
     int close_started;                /* under mu: the close watch is on the wire */
@@ -75,5 +80,8 @@ rpc_call *rpc_call_new(rpc_server *s, rpc_method *m);
 /* A new call arrived: run the handler. */
 void rpc_call_dispatch(rpc_call *c);
 void rpc_call_free_unstarted(rpc_call *c);
+/* The server's observer, if any (server.c). */
+void rpc_server_observe(rpc_server *s, const char *method, grpc_status_code code, double seconds,
+                        const char *label);
 
 #endif

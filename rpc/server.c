@@ -33,6 +33,8 @@ struct rpc_server {
     int n_methods;
     rpc_tag shutdown_tag;
     atomic_int shutdown_done;
+    rpc_call_observer observer;
+    void *observer_arg;
 };
 
 static void arm_method(rpc_server *s, rpc_method *m);
@@ -157,6 +159,19 @@ int rpc_server_start(rpc_server *s, sg_err *err)
 }
 
 grpc_completion_queue *rpc_server_cq(rpc_server *s) { return s->cq; }
+
+void rpc_server_set_observer(rpc_server *s, rpc_call_observer fn, void *arg)
+{
+    s->observer = fn;
+    s->observer_arg = arg;
+}
+
+void rpc_server_observe(rpc_server *s, const char *method, grpc_status_code code, double seconds,
+                        const char *label)
+{
+    if (s->observer)
+        s->observer(s->observer_arg, method, code, seconds, label);
+}
 
 /* ---- registered methods ---- */
 

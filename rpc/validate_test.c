@@ -16,6 +16,8 @@
 #include <cmocka.h>
 
 #include "gateway/rules.h"
+#include "grpc/health/v1/health.pb-c.h"
+#include "grpc/reflection/v1/reflection.pb-c.h"
 #include "host/rules.h"
 #include "policy/policy.h"
 #include "rpc/validate.h"
@@ -307,6 +309,24 @@ static void test_host_every_field(void **state)
                 18 + 1 + 2 + 1 + 3 + 4 + 3 + 3 + 3);
 }
 
+static const rpc_rules *std_rules_for(const ProtobufCMessageDescriptor *d)
+{
+    return d == rpc_health_request_rules.desc       ? &rpc_health_request_rules
+           : d == rpc_reflection_request_rules.desc ? &rpc_reflection_request_rules
+                                                    : NULL;
+}
+
+static void test_std_every_field(void **state)
+{
+    /* health: service; reflection: host, file_by_filename,
+     * file_containing_symbol, file_containing_extension.containing_type,
+     * all_extension_numbers_of_type, list_services */
+    static const ProtobufCMessageDescriptor *const std_requests[] = {
+        &grpc__health__v1__health_check_request__descriptor,
+        &grpc__reflection__v1__server_reflection_request__descriptor};
+    every_field(std_rules_for, std_requests, 2, 1 + 6);
+}
+
 /* ---- named rows ---- */
 
 typedef struct row {
@@ -509,6 +529,15 @@ static void test_gateway_env_limits(void **state)
     assert_string_equal(e.msg, "env: 1020 bytes (names and values); the policy limit is 1019 "
                                "(limits.env_bytes)");
     free_req(q);
+    /* one variable: "V0=" + value + NUL within execve's 128 KiB */
+    q = env_req(1, POLICY_ENV_VAR_MAX - 2, 'x');
+    assert_int_equal(gw_check_env(q, POLICY_ENV_BYTES_MAX, 256, &e), 0);
+    free_req(q);
+    q = env_req(1, POLICY_ENV_VAR_MAX - 1, 'x');
+    assert_int_equal(gw_check_env(q, POLICY_ENV_BYTES_MAX, 256, &e), SG_EINVAL);
+    assert_string_equal(e.msg, "env[\"V0\"]: name and value are 131071 bytes; the limit for one "
+                               "variable is 131070");
+    free_req(q);
 }
 
 static void test_host_create_shape(void **state)
@@ -537,6 +566,11 @@ static void test_host_create_shape(void **state)
     assert_int_equal(host_check_create(&h, &e), SG_EINVAL);
     assert_non_null(strstr(e.msg, "once encoded"));
     free_req(q);
+    q = env_req(1, POLICY_ENV_VAR_MAX - 1, 'x');
+    h.request = q;
+    assert_int_equal(host_check_create(&h, &e), SG_EINVAL);
+    assert_non_null(strstr(e.msg, "the limit for one variable is 131070"));
+    free_req(q);
     /* the same size of plain text fits */
     q = env_req(1, 100 << 10, 'x');
     h.request = q;
@@ -548,6 +582,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gateway_every_field), cmocka_unit_test(test_host_every_field),
+        cmocka_unit_test(test_std_every_field),
         cmocka_unit_test(test_named_rows),          cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_gateway_env_limits),  cmocka_unit_test(test_host_create_shape),
     };

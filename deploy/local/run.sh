@@ -8,6 +8,10 @@
 #   SANDGATE_RUN_DIR   pid files, logs, generated config   (default: deploy/local/run)
 #   SANDGATE_PORT      gateway port, 0 = pick a free one   (default: 7443)
 #   SANDGATE_HOST_PORT host port, 0 = pick a free one      (default: 7444)
+#   SANDGATE_METRICS_PORT, SANDGATE_HOST_METRICS_PORT  Prometheus /metrics (HTTP)
+#                      of the gateway and the host (default: 9443 and 9444; 0 = pick
+#                      a free one, the default when the gRPC port is 0); the ports
+#                      are written to gateway-metrics.port and host-metrics.port
 #   SANDGATE_POLICY    policy file                         (default: deploy/local/policy.yaml)
 #   SANDGATE_HOST_CONFIG host config                       (default: deploy/local/host.yaml)
 #   SANDGATE_HOST_NAME host name, part of sandbox ids and cgroup names
@@ -15,6 +19,8 @@
 #                      one, so parallel test runs never touch each other's sandboxes)
 #   SANDGATE_EGRESS_HOSTS  tests only: "IP name..." file the host's egress proxy
 #                      consults before DNS (--egress-hosts)
+#   SANDGATE_HOST_NOFILE  tests only: "SOFT:HARD" RLIMIT_NOFILE the host starts with
+#                      (it raises soft to hard itself)
 #   SANDGATE_GATEWAY_TLS_DIR  mTLS on the gateway's listener: a dir with server.crt,
 #                      server.key and client_ca.crt (PEM), added as the config's tls: block
 set -euo pipefail
@@ -24,6 +30,8 @@ build=${SANDGATE_BUILD:-$repo/build}
 run=${SANDGATE_RUN_DIR:-$here/run}
 gw_port=${SANDGATE_PORT:-7443}
 host_port=${SANDGATE_HOST_PORT:-7444}
+gw_metrics_port=${SANDGATE_METRICS_PORT:-$([ "$gw_port" = 0 ] && echo 0 || echo 9443)}
+host_metrics_port=${SANDGATE_HOST_METRICS_PORT:-$([ "$host_port" = 0 ] && echo 0 || echo 9444)}
 # -s: a symlinked policy (a ConfigMap mount) stays the path the gateway watches
 policy=$(realpath -s "${SANDGATE_POLICY:-$here/policy.yaml}")
 host_config=$(realpath "${SANDGATE_HOST_CONFIG:-$here/host.yaml}")
@@ -55,10 +63,16 @@ start() {
   mkdir -p "$run/rt"
   local egress_hosts=()
   [ -n "${SANDGATE_EGRESS_HOSTS:-}" ] && egress_hosts=(--egress-hosts "$(realpath "$SANDGATE_EGRESS_HOSTS")")
-  "$build/bin/sandgate-host" --config "$host_config" --listen "127.0.0.1:$host_port" \
+  local nofile=${SANDGATE_HOST_NOFILE:-}
+  (
+    # both to HARD first (a hard limit under the soft one is refused), then soft
+    if [ -n "$nofile" ]; then ulimit -n "${nofile#*:}" && ulimit -S -n "${nofile%%:*}"; fi
+    exec "$build/bin/sandgate-host" --config "$host_config" --listen "127.0.0.1:$host_port" \
       --name "$host_name" --runtime-dir "$run/rt" --audit-log "$run/host-audit.log" \
       "${egress_hosts[@]}" \
-      --port-file "$run/host.port" >"$run/host.log" 2>&1 &
+      --metrics-listen "127.0.0.1:$host_metrics_port" --metrics-port-file "$run/host-metrics.port" \
+      --port-file "$run/host.port"
+  ) >"$run/host.log" 2>&1 &
   echo $! >"$run/host.pid"
   wait_port_file "$run/host.port" "$(cat "$run/host.pid")" host
   cat >"$run/gateway.yaml" <<YAML
@@ -78,6 +92,7 @@ YAML
   fi
   "$build/bin/sandgate" --config "$run/gateway.yaml" --listen "127.0.0.1:$gw_port" \
       --port-file "$run/gateway.port" \
+      --metrics-listen "127.0.0.1:$gw_metrics_port" --metrics-port-file "$run/gateway-metrics.port" \
       >"$run/gateway.log" 2>&1 &
   echo $! >"$run/gateway.pid"
   wait_port_file "$run/gateway.port" "$(cat "$run/gateway.pid")" gateway
@@ -87,6 +102,7 @@ YAML
     sleep 0.05
   done
   echo "gateway 127.0.0.1:$(cat "$run/gateway.port")  host 127.0.0.1:$(cat "$run/host.port")  logs $run"
+  echo "metrics http://127.0.0.1:$(cat "$run/gateway-metrics.port")/metrics (gateway)  http://127.0.0.1:$(cat "$run/host-metrics.port")/metrics (host)"
 }
 
 stop_one() {   # name

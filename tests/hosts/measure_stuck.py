@@ -3,7 +3,8 @@ healthy host, and ListSandboxes latency, while another host is SIGSTOPped.
 Not a test (no assertions): run it against any build, old or new, to
 compare:
 
-  tests/hosts/run_in_netns.sh <build dir> tests/hosts/measure_stuck.py [N]
+  [SG_HOSTS_HOST_YAML=<old tree>/deploy/local/host.yaml] \
+      tests/hosts/run_in_netns.sh <build dir> tests/hosts/measure_stuck.py [N]
 
 Two hosts A, B and a gateway listing [A, B]. Tasks are chosen so the
 gateway under test places them on A: by rendezvous (today) and by the old

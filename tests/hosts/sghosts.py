@@ -8,7 +8,8 @@ host, and stopping every process it started (a stopped one is continued
 first, so it can clean up its sandboxes). Calls go through the tenancy
 suite's Api (tests/tenancy/sgtenancy.py).
 
-Env: SANDGATE_BUILD, SG_HOSTS_TMP, SG_HOSTS_NETNS (set by run_in_netns.sh).
+Env: SANDGATE_BUILD, SG_HOSTS_TMP, SG_HOSTS_NETNS (set by run_in_netns.sh);
+SG_HOSTS_HOST_YAML: the host config to start from (default deploy/local/host.yaml).
 """
 import os
 import re
@@ -24,6 +25,10 @@ sys.path.insert(0, os.path.join(REPO, "tests", "tenancy"))
 import sgtenancy  # noqa: E402
 
 BUILD = os.environ.get("SANDGATE_BUILD", os.path.join(REPO, "build"))
+# The host config the hosts' configs start from; another tree's when running
+# an older build (its parser refuses keys it does not know).
+HOST_YAML = os.environ.get("SG_HOSTS_HOST_YAML",
+                           os.path.join(REPO, "deploy", "local", "host.yaml"))
 DEMO_KEY = "sg-demo-key-0001"
 OTHER_KEY = "sg-other-key-0002"
 
@@ -135,13 +140,19 @@ class Cluster:
         self.policy = os.path.join(REPO, "deploy", "local", "policy.yaml")
         self._uid_next = 520000 + (os.getpid() % 50) * 2000
 
-    def host(self, label):
+    def host(self, label, restart=None):
         """Start a host named label + a random suffix (sandbox ids and cgroups
-        carry it, so runs never touch each other's). Returns its Proc."""
-        name = "%s%s" % (label, uuid.uuid4().hex[:6])
+        carry it, so runs never touch each other's). Returns its Proc.
+        restart=<a stopped host's Proc>: start it again, same name and port."""
+        if restart is not None:
+            if restart.proc.poll() is None:
+                raise RuntimeError("host %s is still running" % restart.name)
+            name, listen = restart.name, "127.0.0.1:%d" % restart.port
+        else:
+            name, listen = "%s%s" % (label, uuid.uuid4().hex[:6]), "127.0.0.1:0"
         d = os.path.join(self.tmp, name)
-        os.makedirs(os.path.join(d, "rt"))
-        with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
+        os.makedirs(os.path.join(d, "rt"), exist_ok=True)
+        with open(HOST_YAML) as f:
             y = f.read()
         y = re.sub(r"(?m)^runtime_dir:.*$", "runtime_dir: %s/rt" % d, y)
         y = re.sub(r"(?m)^uid_base:.*$", "uid_base: %d" % self._uid_next, y)
@@ -153,8 +164,10 @@ class Cluster:
         with open(cfg, "w") as f:
             f.write(y)
         port_file = os.path.join(d, "host.port")
+        if os.path.exists(port_file):
+            os.unlink(port_file)
         p = Proc("host", name, [os.path.join(BUILD, "bin", "sandgate-host"), "--config", cfg,
-                                "--listen", "127.0.0.1:0", "--name", name, "--runtime-dir",
+                                "--listen", listen, "--name", name, "--runtime-dir",
                                 os.path.join(d, "rt"), "--audit-log",
                                 os.path.join(d, "audit.log"), "--port-file", port_file],
                  os.path.join(d, "host.log"))

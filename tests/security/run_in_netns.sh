@@ -17,6 +17,11 @@
 # in a private mount namespace (optionally with a private cgroup parent,
 # see below).
 #
+# SG_SEC_HOST_NOFILE="SOFT:HARD" starts the host with that RLIMIT_NOFILE
+# (run.sh SANDGATE_HOST_NOFILE), for the fd exhaustion test.
+# SG_SEC_HOST_SED is one more sed expression applied to the host config
+# (the admission tests raise a reserve with it).
+#
 # The host gets a private copy of deploy/local/host.yaml with its own
 # runtime_dir and uid_base (SG_SEC_UID_BASE, default 300000) so the uid and
 # process checks never see sandboxes of another host on this machine.
@@ -121,6 +126,7 @@ uid_base=${SG_SEC_UID_BASE:-300000}
 mkdir -p "$tmp/runtime"
 sed -e "s|^runtime_dir:.*|runtime_dir: $tmp/runtime|" \
     -e "s|^uid_base:.*|uid_base: $uid_base|" \
+    -e "${SG_SEC_HOST_SED:-}" \
     "$repo/deploy/local/host.yaml" >"$tmp/host.yaml"
 grep -q "^runtime_dir: $tmp/runtime" "$tmp/host.yaml" && grep -q "^uid_base: $uid_base" "$tmp/host.yaml" \
   || { echo "ABORT: could not rewrite host.yaml" >&2; exit 1; }
@@ -136,6 +142,7 @@ innet unshare -m --propagation private bash -c '
   for p in $SG_SEC_CGDIRS; do mount --bind "${p%%:*}" "${p##*:}"; done
   run=$SG_SEC_TMP/run
   env SANDGATE_RUN_DIR="$run" SANDGATE_PORT=0 SANDGATE_HOST_PORT=0 \
+      SANDGATE_HOST_NOFILE="${SG_SEC_HOST_NOFILE:-}" \
       SANDGATE_BUILD="$SG_SEC_BUILD" SANDGATE_HOST_CONFIG="$SG_SEC_TMP/host.yaml" \
       SG_SEC_HOST_SECRET="$SG_SEC_MARKER" '"$repo"'/deploy/local/run.sh start
   nsino=$(stat -L -c %i /run/netns/$SG_SEC_NS)

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtenancy as sg  # noqa: E402
 
 C = grpc.StatusCode
-KA, KB = "st-capped-key-1", "st-default-key-2"
+KA, KB, KW = "st-capped-key-1", "st-default-key-2", "st-wide-key-3"
 
 POLICY = """version: 1
 templates:
@@ -38,7 +38,12 @@ tenants:
     api_keys: [%s]
     templates: [code-interpreter]
     quotas: {rate_per_s: 10000, rate_burst: 10000}
-""" % (sg.key_hash(KA), sg.key_hash(KB))
+  - id: wide
+    api_keys: [%s]
+    templates: [code-interpreter]
+    limits: {env_bytes: 128KiB}
+    quotas: {rate_per_s: 10000, rate_burst: 10000}
+""" % (sg.key_hash(KA), sg.key_hash(KB), sg.key_hash(KW))
 
 S = {}
 
@@ -73,6 +78,13 @@ def setUpModule():
         S["host_addr"] = "127.0.0.1:" + f.read().strip()
     S["hostch"] = grpc.insecure_channel(S["host_addr"])
     unittest.addModuleCleanup(S["hostch"].close)
+    # the same policy on a host with no warm pool (the zygote's CREATE
+    # carries the env instead of ACTIVATE)
+    S["d0"] = d0 = sg.Daemons(tmp, POLICY, env={"SANDGATE_POOL_SIZE": "0"}, name="nopool")
+    unittest.addModuleCleanup(d0.stop)
+    d0.start()
+    S["api0"] = sg.Api(tmp, d0.addr)
+    unittest.addModuleCleanup(S["api0"].close)
     S["sb"] = api.create(KB, "u1", "strings-" + uuid.uuid4().hex[:6])
     unittest.addModuleCleanup(lambda: api.status("KillSandbox", api.pb.KillSandboxRequest(
         sandbox_id=S["sb"].sandbox_id, user_id="u1"), KB))
@@ -235,7 +247,7 @@ class Strings(unittest.TestCase):
                 template=sg.TEMPLATE, user_id="u", task_id="huge-%d" % attempt,
                 env={"HUGE": "x" * 200000}), KB)
             self.assertEqual(code, C.INVALID_ARGUMENT, details)
-            self.assertEqual(details, 'env["HUGE"]: is 200000 bytes; the limit is 131072')
+            self.assertEqual(details, 'env["HUGE"]: is 200000 bytes; the limit is 131069')
         # over the policy's default (64 KiB), under the per-value ceiling
         code, details, _, _ = self.api.status("CreateSandbox", self.pb.CreateSandboxRequest(
             template=sg.TEMPLATE, user_id="u", task_id="big", env={"BIG": "x" * 100000}), KB)
@@ -248,6 +260,56 @@ class Strings(unittest.TestCase):
         out, _, err, _, _ = self.api.run(KB, "u", sb.sandbox_id,
                                          "import os; print(len(os.environ['HUGE']))")
         self.assertEqual(out.strip(), "65532")
+
+    def test_env_at_the_ceiling_pool_on_and_off(self):
+        # Before: ~200 KB was UNAVAILABLE "could not activate; retry" with the
+        # pool and "Message too long" without; now the ceiling (128 KiB) fits
+        # both ways and what cannot be carried is INVALID_ARGUMENT.
+        for label, api in (("pool", self.api), ("no pool", S["api0"])):
+            with self.subTest(host=label):
+                # two variables filling the 128 KiB, then one as large as execve takes
+                for env, want in (({"A": "x" * 65535, "B": "y" * 65535}, "65535 65535"),
+                                  ({"BIG": "x" * (131070 - 3)}, "131067 0")):
+                    sb = api.create(KW, "w", "ceil-" + uuid.uuid4().hex[:6], env=env)
+                    out, _, err, _, _ = api.run(KW, "w", sb.sandbox_id, "import os; e = os.environ; "
+                                                "print(len(e.get('A', e.get('BIG'))), "
+                                                "len(e.get('B', '')))")
+                    xout, _, _, _ = api.exec(KW, "w", sb.sandbox_id, "printenv | wc -c")
+                    api.kill(KW, "w", sb.sandbox_id)
+                    self.assertIsNone(err)
+                    self.assertEqual(out.strip(), want)
+                    self.assertGreater(int(xout.strip()), 131000)
+                code, details, _, _ = api.status("CreateSandbox", self.pb.CreateSandboxRequest(
+                    template=sg.TEMPLATE, user_id="w", task_id="one",
+                    env={"BIG": "x" * (131071 - 3)}), KW)
+                self.assertEqual((code, details), (C.INVALID_ARGUMENT,
+                                 'env["BIG"]: name and value are 131071 bytes; the limit for '
+                                 'one variable is 131070'))
+                # 100 KiB of control characters encodes to 600 KiB: the host's bound
+                code, details, _, _ = api.status("CreateSandbox", self.pb.CreateSandboxRequest(
+                    template=sg.TEMPLATE, user_id="w", task_id="ctrl",
+                    env={"C": "\x01" * (100 << 10)}), KW)
+                self.assertEqual(code, C.INVALID_ARGUMENT, details)
+                self.assertIn("once encoded", details)
+
+    def test_health_and_reflection(self):
+        # The standard services on both daemons check their strings too: a
+        # health check for "<service>\0junk" is not one for <service>, and
+        # reflection (which echoes the request) refuses invalid UTF-8.
+        for label, ch in (("gateway", self.api.channel), ("host", S["hostch"])):
+            with self.subTest(daemon=label):
+                code, details = raw_call(ch, "/grpc.health.v1.Health/Check",
+                                         ld(1, "sandgate.v1.Sandboxes\0junk"), None)
+                self.assertEqual((code, details),
+                                 (C.INVALID_ARGUMENT, "service: contains a NUL byte"))
+                try:
+                    list(ch.stream_stream("/grpc.reflection.v1.ServerReflection/"
+                                          "ServerReflectionInfo")(
+                        iter([ld(1, b"h\xff") + ld(7, "")]), timeout=30))
+                    code, details = C.OK, ""
+                except grpc.RpcError as e:
+                    code, details = e.code(), e.details()
+                self.assertEqual((code, details), (C.INVALID_ARGUMENT, "host: not valid UTF-8"))
 
     def test_host_validates_again(self):
         ch = S["hostch"]

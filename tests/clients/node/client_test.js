@@ -1,15 +1,17 @@
 #!/usr/bin/env node
-// tests/clients/node/client_test.js — the sandgate gateway from Node, with
-// @grpc/grpc-js and proto/ loaded at runtime by @grpc/proto-loader (no
-// generated code). Installs the pinned packages (package-lock.json here) with
-// `npm ci` into $SANDGATE_NODE_DEPS (default: the test's temp dir), starts
-// deploy/local/run.sh on ephemeral ports with its own run dir, then: create a
-// sandbox, run code twice with persistent state, read the result, check
-// UNAUTHENTICATED for a bad key, kill, and check NOT_FOUND after the kill.
-// The daemons are stopped and the temp dir removed on every exit path.
+// tests/clients/node/client_test.js — the packed @sandgate/client against a
+// real host + gateway, the same scenario as tests/clients/test_python_client.py.
+//
+// Install as docs/clients.md says: `npm pack clients/node`, then a temp
+// project gets the pinned @grpc/grpc-js and @grpc/proto-loader from this
+// folder's package-lock.json (`npm ci`) and the tarball on top (`npm install
+// <tgz>`); the client is required from there, never from clients/node.
+// deploy/local/run.sh runs on ephemeral ports with its own run dir and a
+// test policy (the local one with a 64 KiB file cap). Daemons are stopped
+// and the temp dir removed on every exit path.
 //
 // Env: SANDGATE_BUILD (build dir with bin/, default <repo>/build),
-//      SANDGATE_NODE_DEPS (where node_modules goes; reused while the lock matches).
+//      SANDGATE_KEEP_TMP=1 keeps the temp dir.
 'use strict';
 
 const assert = require('node:assert/strict');
@@ -17,34 +19,56 @@ const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const { test, before, after } = require('node:test');
 
 const here = __dirname;
 const repo = path.resolve(here, '..', '..', '..');
 const runSh = path.join(repo, 'deploy', 'local', 'run.sh');
 const DEMO_KEY = 'sg-demo-key-0001';
+const OTHER_KEY = 'sg-other-key-0002';
+const DAEMON_SECRET = 'SANDGATE_TEST_DAEMON_SECRET';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sandgate-nodeclient-'));
+const policy = path.join(tmp, 'policy.yaml');
+fs.writeFileSync(policy, fs.readFileSync(path.join(repo, 'deploy', 'local', 'policy.yaml'), 'utf8')
+  .replace('  limits:\n', '  limits:\n    file_bytes: 64KiB\n'));
 const runEnv = {
-  ...process.env,
-  SANDGATE_RUN_DIR: path.join(tmp, 'run'),
-  SANDGATE_PORT: '0',
-  SANDGATE_HOST_PORT: '0',
-  SANDGATE_BUILD: process.env.SANDGATE_BUILD || path.join(repo, 'build'),
+  ...process.env, SANDGATE_RUN_DIR: path.join(tmp, 'run'), SANDGATE_PORT: '0', SANDGATE_HOST_PORT: '0',
+  SANDGATE_BUILD: process.env.SANDGATE_BUILD || path.join(repo, 'build'), SANDGATE_POLICY: policy,
+  [DAEMON_SECRET]: 'daemon-only-value',
 };
 let started = false;
+let sg; let addr; let demo; let other;
+const extraRuns = new Set();  // env of every other daemon pair started, until stopped
 
-// ---- cleanup on every exit path -------------------------------------------
+function runShStop(env) {
+  try {
+    execFileSync(runSh, ['stop'], { env, stdio: ['ignore', 'ignore', 'inherit'], timeout: 30000 });
+  } catch (e) { console.error(`run.sh stop failed: ${e.message}`); }
+}
+
+/** Another host + gateway in tmp/<name>; start() resolves the address. */
+function daemons(name, env = {}) {
+  const e = { ...runEnv, SANDGATE_RUN_DIR: path.join(tmp, name), ...env };
+  return {
+    env: e,
+    start() {
+      extraRuns.add(e);
+      execFileSync(runSh, ['start'], { env: e, stdio: ['ignore', 'ignore', 'pipe'], timeout: 60000 });
+      return `127.0.0.1:${fs.readFileSync(path.join(e.SANDGATE_RUN_DIR, 'gateway.port'), 'utf8').trim()}`;
+    },
+    stop() { runShStop(e); extraRuns.delete(e); },
+  };
+}
 
 function cleanup() {
   if (started) {
     started = false;
-    try {
-      execFileSync(runSh, ['stop'], { env: runEnv, stdio: ['ignore', 'ignore', 'inherit'], timeout: 30000 });
-    } catch (e) {
-      console.error(`run.sh stop failed: ${e.message}`);
-    }
+    runShStop(runEnv);
   }
-  fs.rmSync(tmp, { recursive: true, force: true });
+  for (const e of extraRuns) runShStop(e);
+  extraRuns.clear();
+  if (!process.env.SANDGATE_KEEP_TMP) fs.rmSync(tmp, { recursive: true, force: true });
 }
 process.on('exit', cleanup);
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(128 + os.constants.signals[sig]));
@@ -56,148 +80,463 @@ function daemonLogs() {
   }).join('\n');
 }
 
-// ---- dependencies -----------------------------------------------------------
-
-function installDeps() {
-  const dir = process.env.SANDGATE_NODE_DEPS || path.join(tmp, 'deps');
-  const lock = fs.readFileSync(path.join(here, 'package-lock.json'), 'utf8');
-  const stamp = path.join(dir, '.installed-lock.json');
-  const fresh = fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === lock &&
-      fs.existsSync(path.join(dir, 'node_modules', '@grpc', 'grpc-js'));
-  if (!fresh) {
-    fs.mkdirSync(dir, { recursive: true });
-    fs.rmSync(stamp, { force: true });
-    fs.copyFileSync(path.join(here, 'package.json'), path.join(dir, 'package.json'));
-    fs.writeFileSync(path.join(dir, 'package-lock.json'), lock);
-    execFileSync('npm', ['ci', '--prefix', dir, '--ignore-scripts', '--no-audit', '--no-fund'],
-        { stdio: ['ignore', 'ignore', 'inherit'], timeout: 120000 });
-    fs.writeFileSync(stamp, lock);
-  }
-  const req = (name) => require(path.join(dir, 'node_modules', name));
-  return { grpc: req('@grpc/grpc-js'), protoLoader: req('@grpc/proto-loader') };
+function npm(args, cwd) {
+  execFileSync('npm', [...args, '--no-audit', '--no-fund', '--prefer-offline'],
+    { cwd, stdio: ['ignore', 'ignore', 'inherit'], timeout: 180000 });
 }
 
-// ---- small promise wrappers over the generic client ------------------------
-
-function makeClient(grpc, protoLoader, addr) {
-  const def = protoLoader.loadSync('sandgate/v1/sandgate.proto', {
-    includeDirs: [path.join(repo, 'proto')],
-    keepCase: true, longs: String, enums: String, defaults: true, oneofs: true,
-  });
-  const pkg = grpc.loadPackageDefinition(def);
-  return new pkg.sandgate.v1.Sandboxes(addr, grpc.credentials.createInsecure());
+/** npm pack clients/node; a temp project with the pinned deps and the tarball. */
+function installClient() {
+  const proj = path.join(tmp, 'proj');
+  fs.mkdirSync(proj);
+  const out = execFileSync('npm', ['pack', '--silent', '--pack-destination', tmp],
+    { cwd: path.join(repo, 'clients', 'node'), encoding: 'utf8', timeout: 60000 }).trim().split('\n').pop();
+  const tgz = path.join(tmp, out);
+  assert.ok(fs.existsSync(tgz), `npm pack wrote no ${tgz}`);
+  for (const f of ['package.json', 'package-lock.json']) fs.copyFileSync(path.join(here, f), path.join(proj, f));
+  npm(['ci', '--ignore-scripts'], proj);
+  npm(['install', '--no-save', '--ignore-scripts', tgz], proj);
+  const main = require.resolve('@sandgate/client', { paths: [proj] });
+  assert.ok(main.startsWith(path.join(proj, 'node_modules')), `client resolved outside the project: ${main}`);
+  assert.ok(fs.existsSync(path.join(path.dirname(main), 'index.d.ts')), 'no index.d.ts in the package');
+  assert.ok(fs.existsSync(path.join(path.dirname(main), 'proto', 'sandgate', 'v1', 'sandgate.proto')),
+    'no proto/ in the package');
+  return { sg: require(main), grpc: require(require.resolve('@grpc/grpc-js', { paths: [proj] })) };
 }
 
-function auth(grpc, key) {
-  const md = new grpc.Metadata();
-  md.set('authorization', `Bearer ${key}`);
-  return md;
-}
-
-const deadline = (s) => new Date(Date.now() + s * 1000);
-
-function unary(client, method, req, md) {
-  return new Promise((resolve, reject) => {
-    client[method](req, md, { deadline: deadline(30) }, (err, resp) => (err ? reject(err) : resolve(resp)));
-  });
-}
-
-// RunCode: collect the event stream into {stdout, stderr, results, error, end}.
-function runCode(client, req, md) {
-  return new Promise((resolve, reject) => {
-    const out = { stdout: '', stderr: '', results: [], error: null, end: null };
-    const call = client.RunCode(req, md, { deadline: deadline(60) });
-    call.on('data', (ev) => {
-      switch (ev.event) {
-        case 'stdout': out.stdout += ev.stdout.data.toString('utf8'); break;
-        case 'stderr': out.stderr += ev.stderr.data.toString('utf8'); break;
-        case 'result': out.results.push({ mime: ev.result.mime_type, data: ev.result.data }); break;
-        case 'error': out.error = ev.error; break;
-        case 'end': out.end = ev.end; break;
-        default: break;
-      }
-    });
-    call.on('error', reject);
-    call.on('end', () => resolve(out));
-  });
-}
-
-async function expectCode(grpc, promise, code, what) {
-  await assert.rejects(promise, (err) => {
-    assert.equal(err.code, code,
-        `${what}: want ${grpc.status[code]}, got ${grpc.status[err.code]} (${err.details})`);
-    return true;
-  });
-}
-
-// ---- the scenario -------------------------------------------------------------
-
-async function main() {
+let grpc;
+before(() => {
   const t0 = Date.now();
-  const { grpc, protoLoader } = installDeps();
-  const tDeps = Date.now();
-
-  started = true;   // from here on, stop even if start fails halfway
+  ({ sg, grpc } = installClient());
+  const t1 = Date.now();
+  started = true;
   try {
     execFileSync(runSh, ['start'], { env: runEnv, stdio: ['ignore', 'ignore', 'pipe'], timeout: 60000 });
   } catch (e) {
     throw new Error(`run.sh start failed: ${e.stderr || e.message}\n${daemonLogs()}`);
   }
-  const addr = `127.0.0.1:${fs.readFileSync(path.join(tmp, 'run', 'gateway.port'), 'utf8').trim()}`;
-  const client = makeClient(grpc, protoLoader, addr);
-  const md = auth(grpc, DEMO_KEY);
-  const user = 'node-user';
+  addr = `127.0.0.1:${fs.readFileSync(path.join(tmp, 'run', 'gateway.port'), 'utf8').trim()}`;
+  demo = new sg.Client({ addr, apiKey: DEMO_KEY });
+  other = new sg.Client({ addr, apiKey: OTHER_KEY });
+  console.log(`# install ${t1 - t0} ms, daemons ${Date.now() - t1} ms`);
+});
+after(() => { demo.close(); other.close(); });
 
-  const sb = await unary(client, 'CreateSandbox',
-      { template: 'code-interpreter', user_id: user, task_id: 'node-task', ttl_seconds: 300 }, md);
-  assert.ok(sb.sandbox_id, 'CreateSandbox returned no sandbox_id');
-  assert.equal(sb.state, 'SANDBOX_STATE_RUNNING');
-  assert.equal(sb.user_id, user);
-  let killed = false;
-  try {
-    const ref = { sandbox_id: sb.sandbox_id, user_id: user };
-
-    // State persists from one RunCode to the next; the final expression is the result.
-    const r1 = await runCode(client, { ...ref, code: "x = 40\nprint('set x')", timeout_seconds: 10 }, md);
-    assert.equal(r1.error, null, `first run failed: ${JSON.stringify(r1.error)}`);
-    assert.equal(r1.stdout, 'set x\n');
-    assert.deepEqual(r1.results, []);
-    assert.ok(r1.end, 'no end event');
-
-    const r2 = await runCode(client, { ...ref, code: 'x + 2', timeout_seconds: 10 }, md);
-    assert.equal(r2.error, null, `second run failed: ${JSON.stringify(r2.error)}`);
-    assert.equal(r2.results.length, 1);
-    assert.equal(r2.results[0].mime, 'text/plain');
-    assert.equal(r2.results[0].data.toString('utf8'), '42');
-    assert.equal(r2.end.truncated, false);
-
-    // A wrong key: UNAUTHENTICATED, on create and on a call to this sandbox.
-    const bad = auth(grpc, 'sg-wrong-key-9999');
-    await expectCode(grpc, unary(client, 'CreateSandbox',
-        { template: 'code-interpreter', user_id: user, task_id: 'node-bad' }, bad),
-    grpc.status.UNAUTHENTICATED, 'CreateSandbox with a bad key');
-    await expectCode(grpc, runCode(client, { ...ref, code: 'x' }, bad),
-        grpc.status.UNAUTHENTICATED, 'RunCode with a bad key');
-
-    // Kill; the sandbox is gone afterwards.
-    await unary(client, 'KillSandbox', ref, md);
-    killed = true;
-    await expectCode(grpc, runCode(client, { ...ref, code: 'x' }, md),
-        grpc.status.NOT_FOUND, 'RunCode after kill');
-    await expectCode(grpc, unary(client, 'GetSandbox', ref, md),
-        grpc.status.NOT_FOUND, 'GetSandbox after kill');
-  } finally {
-    if (!killed) {
-      await unary(client, 'KillSandbox', { sandbox_id: sb.sandbox_id, user_id: user }, md)
-          .catch((e) => console.error(`cleanup kill: ${e.message}`));
-    }
-    client.close();
-  }
-  const t1 = Date.now();
-  console.log(`node client test: OK (deps ${tDeps - t0} ms, scenario ${t1 - tDeps} ms)`);
+let n = 0;
+const task = (name) => `node-${name}-${process.pid}-${n++}`;
+const cleanups = [];
+async function sandbox(name, opts = {}) {
+  const sb = await sg.Sandbox.create({ userId: 'alice', taskId: task(name), ttlSeconds: 300, client: demo, ...opts });
+  cleanups.push(sb);
+  return sb;
 }
+after(async () => { for (const sb of cleanups) await sb.kill().catch(() => {}); });
 
-main().then(() => process.exit(0), (err) => {
-  console.error(`node client test: FAIL\n${err && err.stack ? err.stack : err}`);
-  process.exit(1);
+async function rejectsWith(promise, Cls, what) {
+  try {
+    await promise;
+  } catch (e) {
+    assert.equal(e.constructor, Cls, `${what}: want ${Cls.name}, got ${e.constructor.name}: ${e.message}`);
+    return e;
+  }
+  assert.fail(`${what}: resolved, want ${Cls.name}`);
+}
+const clean = (ex) => { assert.equal(ex.error, null, JSON.stringify(ex.error)); assert.ok(ex.end); assert.equal(ex.timedOut, false); };
+
+// ---- code -----------------------------------------------------------------------
+
+test('state persists across calls; main result', async () => {
+  const sb = await sandbox('state');
+  clean(await sb.runCode('x = 20', { timeout: 10 }));
+  clean(await sb.runCode('import math\ny = x + 1', { timeout: 10 }));
+  const ex = await sb.runCode('print(x, y)\nmath.sqrt(x * 5)', { timeout: 10 });
+  clean(ex);
+  assert.equal(ex.logs.stdout, '20 21\n');
+  assert.equal(ex.text, '10.0');
+  assert.equal(ex.results[0].isMainResult, true);
+  assert.ok(ex.durationMs > 0);
+});
+
+test('results by mime type', async () => {
+  const sb = await sandbox('mime');
+  await sb.files.write('matplotlibrc', 'backend: Agg\n');  // the sandbox root has no /etc/matplotlibrc
+  const ex = await sb.runCode("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\n'done'", { timeout: 30 });
+  clean(ex);
+  const by = Object.fromEntries(ex.results.map((r) => [r.mimeType, r]));
+  assert.equal(by['text/plain'].text, "'done'");
+  assert.equal(by['text/plain'].png, null);
+  assert.deepEqual([...by['image/png'].png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  assert.equal(by['image/png'].text, null);
+  assert.deepEqual((await sb.runCode('b = 1', { timeout: 10 })).results, []);
+});
+
+test('streaming callbacks', async () => {
+  const sb = await sandbox('stream');
+  const seen = [];
+  const ex = await sb.runCode("import sys, time\nprint('out1', flush=True)\nprint('err1', file=sys.stderr, flush=True)\n"
+    + "time.sleep(0.3)\nprint('out2')\n1 / 0\n", {
+    timeout: 10,
+    onStdout: (s) => seen.push(['out', s, Date.now()]),
+    onStderr: (s) => seen.push(['err', s, Date.now()]),
+    onError: (e) => seen.push(['exc', e.name, Date.now()]),
+  });
+  const done = Date.now();
+  assert.equal(ex.logs.stdout, 'out1\nout2\n');
+  assert.equal(ex.logs.stderr, 'err1\n');
+  assert.equal(seen.filter((s) => s[0] === 'out').map((s) => s[1]).join(''), 'out1\nout2\n');
+  assert.deepEqual(seen.filter((s) => s[0] === 'exc').map((s) => s[1]), ['ZeroDivisionError']);
+  assert.ok(seen.find((s) => s[0] === 'out')[2] < done - 200, 'stdout was not streamed');
+});
+
+test('error with traceback; the context survives', async () => {
+  const sb = await sandbox('error');
+  clean(await sb.runCode("kept = 'still here'", { timeout: 10 }));
+  const ex = await sb.runCode("def f():\n    return {}['missing']\nf()", { timeout: 10 });
+  assert.equal(ex.error.name, 'KeyError');
+  assert.equal(ex.error.value, "'missing'");
+  assert.match(ex.error.traceback, /Traceback \(most recent call last\)/);
+  assert.match(ex.error.traceback, /in f/);
+  assert.equal(ex.contextRestarted, false);
+  assert.equal((await sb.runCode('kept', { timeout: 10 })).text, "'still here'");
+});
+
+test('timeout, then the next call works; an interrupt-proof loop restarts the context', async () => {
+  const sb = await sandbox('timeout');
+  clean(await sb.runCode('before = 7', { timeout: 10 }));
+  const t0 = Date.now();
+  let ex = await sb.runCode('import time\ntime.sleep(30)', { timeout: 1 });
+  assert.equal(ex.timedOut, true);
+  assert.equal(ex.contextRestarted, false);
+  assert.ok(ex.error);
+  assert.ok(Date.now() - t0 < 10000);
+  assert.equal((await sb.runCode('before * 6', { timeout: 10 })).text, '42');
+  ex = await sb.runCode('import time\nwhile True:\n    try:\n        time.sleep(5)\n    except KeyboardInterrupt:\n        pass\n', { timeout: 1 });
+  assert.ok(ex.timedOut && ex.contextRestarted);
+  assert.equal((await sb.runCode("'before' in globals()", { timeout: 10 })).text, 'False');
+});
+
+test('a callback that throws cancels the run and interrupts the code', async () => {
+  const sb = await sandbox('cancel');
+  clean(await sb.runCode('before = 7', { timeout: 10 }));
+  await assert.rejects(sb.runCode("print('started', flush=True)\nimport time\ntime.sleep(30)\ndone = True",
+    { timeout: 60, onStdout: () => { throw new RangeError('stop'); } }), RangeError);
+  const t0 = Date.now();
+  const ex = await sb.runCode("(before * 6, 'done' in globals())", { timeout: 40 });
+  assert.equal(ex.text, '(42, False)');
+  assert.ok(Date.now() - t0 < 10000, `the next call waited ${Date.now() - t0} ms: the cancel did not reach the code`);
+});
+
+test('an AbortSignal cancels runCode and commands.run', async () => {
+  const sb = await sandbox('abort');
+  clean(await sb.runCode('before = 7', { timeout: 10 }));
+  const ac = new AbortController();
+  await assert.rejects(sb.runCode("print('started', flush=True)\nimport time\ntime.sleep(30)", {
+    timeout: 60, signal: ac.signal, onStdout: () => ac.abort(new Error('user gave up')),
+  }), /user gave up/);
+  let t0 = Date.now();
+  assert.equal((await sb.runCode('before * 6', { timeout: 40 })).text, '42');
+  assert.ok(Date.now() - t0 < 10000, 'abort did not interrupt the code');
+  const ac2 = new AbortController();
+  setTimeout(() => ac2.abort(new Error('enough')), 300);
+  t0 = Date.now();
+  await assert.rejects(sb.commands.run('sleep 30', { timeout: 60, signal: ac2.signal }), /enough/);
+  assert.ok(Date.now() - t0 < 10000);
+  await assert.rejects(sb.runCode('1', { signal: AbortSignal.abort(new Error('already')) }), /already/);
+});
+
+test('truncation', async () => {
+  const sb = await sandbox('trunc');
+  let ex = await sb.runCode("print('x' * 99999)", { timeout: 10, maxOutputBytes: 1000 });
+  assert.equal(ex.error, null);
+  assert.equal(ex.truncated, true);
+  assert.equal(ex.outputBytesTotal, 100000);
+  assert.ok(Buffer.byteLength(ex.logs.stdout) <= 1000);
+  ex = await sb.runCode("print('small')", { timeout: 10, maxOutputBytes: 1000 });
+  assert.equal(ex.truncated, false);
+});
+
+test('a code context is separate', async () => {
+  const sb = await sandbox('ctx');
+  const ctx = await sb.createCodeContext();
+  assert.ok(ctx.contextId);
+  clean(await ctx.runCode('only_here = 5', { timeout: 10 }));
+  assert.equal((await sb.runCode('only_here * 2', { context: ctx, timeout: 10 })).text, '10');
+  assert.equal((await sb.runCode("'only_here' in globals()", { timeout: 10 })).text, 'False');
+  await rejectsWith(sb.runCode('1', { context: 'no-such-ctx' }), sg.NotFound, 'unknown context');
+});
+
+test('the environment is only what create sets', async () => {
+  const sb = await sandbox('env', { env: { TASK_TOKEN: 't0k' } });
+  const ex = await sb.runCode(`import os\n(os.environ.get('TASK_TOKEN'), os.environ.get('${DAEMON_SECRET}'))`, { timeout: 10 });
+  assert.equal(ex.text, "('t0k', None)");
+  assert.ok(!(await sb.commands.run('env', { timeout: 10 })).stdout.includes(DAEMON_SECRET));
+});
+
+// ---- commands and files ------------------------------------------------------------
+
+test('commands.run', async () => {
+  const sb = await sandbox('cmd');
+  const got = [];
+  let r = await sb.commands.run('echo hello; echo oops >&2; exit 3', { timeout: 10, onStdout: (s) => got.push(s) });
+  assert.deepEqual([r.exitCode, r.stdout, r.stderr], [3, 'hello\n', 'oops\n']);
+  assert.equal(got.join(''), 'hello\n');
+  r = await sb.commands.run('sleep 30', { timeout: 1 });
+  assert.equal(r.timedOut, true);
+});
+
+test('files round trip; out of the workspace; over the cap', async () => {
+  const sb = await sandbox('files');
+  const data = Buffer.alloc(256 * 40, 0).map((_, i) => i % 256);
+  assert.equal(await sb.files.write('dir/blob.bin', data), data.length);
+  assert.deepEqual(await sb.files.read('dir/blob.bin', { format: 'bytes' }), data);
+  await sb.files.write('notes.txt', 'héllo');
+  assert.equal(await sb.files.read('notes.txt'), 'héllo');
+  const ex = await sb.runCode("open('made.txt', 'w').write('from code')\nlen(open('dir/blob.bin', 'rb').read())", { timeout: 10 });
+  assert.equal(ex.text, String(data.length));
+  assert.equal(await sb.files.read('made.txt'), 'from code');
+  await rejectsWith(sb.files.read('does/not/exist'), sg.NotFound, 'missing file');
+  await rejectsWith(sb.files.read('../../etc/passwd'), sg.InvalidArgument, 'path out of the workspace');
+  const e = await rejectsWith(sb.files.write('big', Buffer.alloc(70000)), sg.QuotaExceeded, 'file over the cap');
+  assert.equal(e.reason, 'QUOTA_EXCEEDED');
+  assert.equal(e.rule, 'limits.file_bytes');
+});
+
+// ---- lifecycle ----------------------------------------------------------------------
+
+test('Sandbox.using kills in a finally, also when fn throws', async () => {
+  let id;
+  assert.equal(await sg.Sandbox.using({ userId: 'alice', taskId: task('using'), client: demo }, async (sb) => {
+    id = sb.sandboxId;
+    return (await sb.runCode('2 + 2', { timeout: 10 })).text;
+  }), '4');
+  await rejectsWith(sg.Sandbox.connect(id, { userId: 'alice', client: demo }), sg.SandboxNotFound, 'after using');
+  await assert.rejects(sg.Sandbox.using({ userId: 'alice', taskId: task('using2'), client: demo }, async (sb) => {
+    id = sb.sandboxId;
+    throw new RangeError('boom');
+  }), RangeError);
+  await rejectsWith(sg.Sandbox.connect(id, { userId: 'alice', client: demo }), sg.SandboxNotFound, 'after a throw');
+});
+
+test('kill, then SandboxNotFound; a second kill is false', async () => {
+  const sb = await sandbox('kill');
+  assert.equal(await sb.kill(), true);
+  await rejectsWith(sb.runCode('1', { timeout: 10 }), sg.SandboxNotFound, 'runCode after kill');
+  await rejectsWith(sb.getInfo(), sg.SandboxNotFound, 'getInfo after kill');
+  await rejectsWith(sb.commands.run('true'), sg.SandboxNotFound, 'commands after kill');
+  assert.equal(await sb.kill(), false);
+  assert.equal(await sb.isRunning(), false);
+});
+
+test('connect, list, setTimeout; same task, same sandbox', async () => {
+  const sb = await sandbox('connect');
+  await sb.runCode("v = 'shared'", { timeout: 10 });
+  const again = await sg.Sandbox.connect(sb.sandboxId, { userId: 'alice', client: demo });
+  assert.equal((await again.runCode('v', { timeout: 10 })).text, "'shared'");
+  assert.equal(again.info.state, 'running');
+  const before = again.info.expiresAt;
+  const info = await sb.setTimeout(1200);
+  assert.ok(info.expiresAt > before);
+  assert.ok(Math.abs((info.expiresAt - Date.now()) / 1000 - 1200) < 30);
+  const listed = await sg.Sandbox.list({ userId: 'alice', client: demo });
+  assert.ok(listed.map((s) => s.sandboxId).includes(sb.sandboxId));
+  assert.deepEqual(listed.unreachableHosts, []);
+  assert.ok(!(await sg.Sandbox.list({ userId: 'bob', client: demo })).map((s) => s.sandboxId).includes(sb.sandboxId));
+  assert.ok(!(await sg.Sandbox.list({ userId: 'alice', client: other })).map((s) => s.sandboxId).includes(sb.sandboxId));
+  const same = await sg.Sandbox.create({ userId: 'alice', taskId: sb.info.taskId, client: demo });
+  assert.equal(same.sandboxId, sb.sandboxId);
+});
+
+test('configuration from the environment', async () => {
+  const saved = { ...process.env };
+  Object.assign(process.env, { SANDGATE_ADDR: addr, SANDGATE_API_KEY: DEMO_KEY, SANDGATE_USER: 'carol' });
+  try {
+    const sb = await sg.Sandbox.create({ taskId: task('envconf') });  // owns its client
+    assert.equal(sb.userId, 'carol');
+    assert.equal(sb.info.userId, 'carol');
+    assert.equal((await sb.runCode('6 * 7')).text, '42');
+    assert.equal(await sb.kill(), true);
+    process.env.SANDGATE_API_KEY = '';
+    await assert.rejects(sg.Sandbox.create({ taskId: 'no-key' }), TypeError);
+  } finally {
+    for (const k of ['SANDGATE_ADDR', 'SANDGATE_API_KEY', 'SANDGATE_USER']) {
+      if (saved[k] === undefined) delete process.env[k]; else process.env[k] = saved[k];
+    }
+  }
+});
+
+// ---- errors ----------------------------------------------------------------------------
+
+test('a wrong key is Unauthenticated', async () => {
+  const sb = await sandbox('badkey');
+  const bad = new sg.Client({ addr, apiKey: 'sg-wrong-key-9999' });
+  try {
+    await rejectsWith(sg.Sandbox.create({ userId: 'alice', taskId: 'node-badkey', client: bad }), sg.Unauthenticated, 'create');
+    await rejectsWith(sg.Sandbox.connect(sb.sandboxId, { userId: 'alice', client: bad }), sg.Unauthenticated, 'connect');
+  } finally { bad.close(); }
+  assert.equal((await sb.runCode('3', { timeout: 10 })).text, '3');
+});
+
+test("another tenant's sandbox is SandboxNotFound; another user's is PermissionDenied", async () => {
+  const sb = await sandbox('owner');
+  await rejectsWith(sg.Sandbox.connect(sb.sandboxId, { userId: 'alice', client: other }), sg.SandboxNotFound, 'other tenant');
+  await rejectsWith(sg.Sandbox.connect(`local-${'0'.repeat(32)}`, { userId: 'alice', client: demo }), sg.SandboxNotFound, 'no such id');
+  const e = await rejectsWith(sg.Sandbox.connect(sb.sandboxId, { userId: 'bob', client: demo }), sg.PermissionDenied, 'other user');
+  assert.ok(!(e instanceof sg.PolicyDenied));
+  assert.equal(await sb.isRunning(), true);
+});
+
+test('a policy denial carries reason and rule', async () => {
+  const e = await rejectsWith(sg.Sandbox.create({ userId: 'alice', taskId: 'node-egress', egress: [['example.com', 443]], client: demo }),
+    sg.PolicyDenied, 'egress');
+  assert.ok(e instanceof sg.PermissionDenied && e instanceof sg.SandgateError);
+  assert.equal(e.reason, 'POLICY_DENIED');
+  assert.equal(e.domain, 'sandgate');
+  assert.ok(e.rule);
+  assert.equal(e.metadata.rule, e.rule);
+  assert.ok(e.message.includes(e.rule));
+});
+
+test('a client deadline is Timeout; a dead gateway is Unavailable', async () => {
+  const sb = await sandbox('deadline');
+  const e = await rejectsWith(sb.runCode('import time\ntime.sleep(20)', { timeout: 20, requestTimeout: 0.5 }), sg.Timeout, 'deadline');
+  assert.equal(e.retryable, false);
+  assert.equal((await sb.runCode("'alive'", { timeout: 20 })).text, "'alive'");
+  const down = new sg.Client({ addr: '127.0.0.1:1', apiKey: DEMO_KEY, timeout: 2 });
+  try {
+    const u = await rejectsWith(sg.Sandbox.list({ userId: 'alice', client: down }), sg.Unavailable, 'dead gateway');
+    assert.equal(u.retryable, true);
+  } finally { down.close(); }
+});
+
+test('a host restart loses the sandbox: SandboxLost for its owner', async () => {
+  const d = daemons('lost', { SANDGATE_HOST_NAME: `nlost${process.pid}` });
+  try {
+    let a = d.start();
+    let c = new sg.Client({ addr: a, apiKey: DEMO_KEY });
+    const sb = await sg.Sandbox.create({ userId: 'alice', taskId: 'node-lost', client: c });
+    assert.equal((await sb.runCode('1 + 1', { timeout: 10 })).text, '2');
+    c.close();
+    d.stop();
+    a = d.start();  // new ports, same host name and journal
+    c = new sg.Client({ addr: a, apiKey: DEMO_KEY });
+    try {
+      const e = await rejectsWith(sg.Sandbox.connect(sb.sandboxId, { userId: 'alice', client: c }), sg.SandboxLost, 'after restart');
+      assert.ok(e instanceof sg.SandboxNotFound);
+      assert.equal(e.reason, 'SANDBOX_LOST');
+      assert.ok(e.lostAt, JSON.stringify(e.metadata));
+      const bob = await sg.Sandbox.connect(sb.sandboxId, { userId: 'bob', client: c }).catch((x) => x);
+      assert.ok(bob instanceof sg.SandgateError && !(bob instanceof sg.SandboxLost), `bob got ${bob}`);
+    } finally { c.close(); }
+  } finally { d.stop(); }
+});
+
+test('TLS: an API key over TLS, and mTLS without a key (options and environment)', async () => {
+  const pki = path.join(tmp, 'pki');
+  const spiffe = 'spiffe://sandgate.test/agent/node';
+  fs.mkdirSync(pki);
+  const ossl = (...args) => execFileSync('openssl', args, { cwd: pki, stdio: 'ignore', timeout: 60000 });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  ossl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=test-ca',
+    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign');
+  for (const [name, san, usage] of [['server', 'IP:127.0.0.1', 'serverAuth'], ['client', `URI:${spiffe}`, 'clientAuth']]) {
+    ossl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
+    fs.writeFileSync(path.join(pki, `${name}.ext`), `subjectAltName=${san}\nextendedKeyUsage=${usage}\nbasicConstraints=CA:FALSE\n`);
+    ossl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial',
+      '-out', `${name}.crt`, '-days', '2', '-extfile', `${name}.ext`);
+  }
+  fs.symlinkSync('ca.crt', path.join(pki, 'client_ca.crt'));
+  const tlsPolicy = path.join(tmp, 'tls-policy.yaml');
+  fs.writeFileSync(tlsPolicy, `${fs.readFileSync(policy, 'utf8')}  - id: spiffe\n    mtls: ["${spiffe}"]\n    templates: [code-interpreter]\n`);
+  const d = daemons('tls', { SANDGATE_GATEWAY_TLS_DIR: pki, SANDGATE_POLICY: tlsPolicy });
+  const saved = { ...process.env };
+  try {
+    const a = d.start();
+    const ca = path.join(pki, 'ca.crt');
+    assert.equal(await sg.Sandbox.using({ userId: 'alice', taskId: 'node-tls', addr: a, apiKey: DEMO_KEY, rootCertificates: ca },
+      async (sb) => (await sb.runCode('40 + 2', { timeout: 10 })).text), '42');
+    const mtls = new sg.Client({ addr: a, rootCertificates: fs.readFileSync(ca),
+      clientCert: fs.readFileSync(path.join(pki, 'client.crt')), clientKey: path.join(pki, 'client.key') });
+    try {
+      const sb = await sg.Sandbox.create({ userId: 'm', taskId: 'node-mtls', client: mtls });
+      cleanups.push(sb);
+      assert.equal((await sb.runCode("'mtls'", { timeout: 10 })).text, "'mtls'");
+      await rejectsWith(sg.Sandbox.connect(sb.sandboxId, { userId: 'm', addr: a, apiKey: DEMO_KEY, rootCertificates: ca }),
+        sg.SandboxNotFound, "the demo tenant and the mTLS tenant's sandbox");
+      Object.assign(process.env, { SANDGATE_ADDR: a, SANDGATE_CA_FILE: ca, SANDGATE_CERT_FILE: path.join(pki, 'client.crt'),
+        SANDGATE_KEY_FILE: path.join(pki, 'client.key'), SANDGATE_USER: 'm', SANDGATE_API_KEY: '' });
+      assert.ok((await sg.Sandbox.list()).map((s) => s.sandboxId).includes(sb.sandboxId));
+      assert.equal(await sb.kill(), true);
+    } finally { mtls.close(); }
+    for (const k of ['SANDGATE_CA_FILE', 'SANDGATE_CERT_FILE', 'SANDGATE_KEY_FILE']) delete process.env[k];
+    await rejectsWith(sg.Sandbox.list({ addr: a, apiKey: DEMO_KEY, userId: 'alice', tls: true, timeout: 5 }),
+      sg.Unavailable, 'system roots do not know the test CA');
+    await rejectsWith(sg.Sandbox.list({ addr: a, apiKey: DEMO_KEY, userId: 'alice', timeout: 5 }),
+      sg.Unavailable, 'plaintext to a TLS port');
+  } finally {
+    for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+    Object.assign(process.env, saved);
+    d.stop();
+  }
+});
+
+test('ErrorInfo reasons pick the class (an in-process server sends each)', async () => {
+  // status.proto / errors.proto wire format by hand: RpcStatus{3: Any{1: type, 2: ErrorInfo}}.
+  const lenField = (no, buf) => Buffer.concat([Buffer.from([(no << 3) | 2, buf.length]), buf]);
+  const s = (t) => Buffer.from(t, 'utf8');
+  const details = (reason, rule) => {
+    let info = Buffer.concat([lenField(1, s(reason)), lenField(2, s('sandgate'))]);
+    const entry = (k, v) => lenField(3, Buffer.concat([lenField(1, s(k)), lenField(2, s(v))]));
+    if (rule) info = Buffer.concat([info, entry('rule', rule)]);
+    if (reason === 'SANDBOX_LOST') info = Buffer.concat([info, entry('lost_at', '2026-12-01T10:00:00Z')]);
+    const any = Buffer.concat([lenField(1, s('type.googleapis.com/google.rpc.ErrorInfo')), lenField(2, info)]);
+    return lenField(3, any);
+  };
+  const cases = [
+    ['NOT_FOUND', 'SANDBOX_LOST', '', sg.SandboxLost],
+    ['UNAVAILABLE', 'SANDBOX_LOST', '', sg.SandboxLost],
+    ['UNAVAILABLE', 'HOST_UNAVAILABLE', '', sg.HostUnavailable],
+    ['UNAVAILABLE', '', '', sg.Unavailable],
+    ['INVALID_ARGUMENT', 'INVALID_ARGUMENT', '', sg.InvalidArgument],
+    ['PERMISSION_DENIED', 'POLICY_DENIED', 'tenants.demo.network[0]', sg.PolicyDenied],
+    ['PERMISSION_DENIED', '', '', sg.PermissionDenied],
+    ['RESOURCE_EXHAUSTED', 'QUOTA_EXCEEDED', 'quotas.sandboxes_per_user', sg.QuotaExceeded],
+    ['NOT_FOUND', '', '', sg.SandboxNotFound],
+    ['DEADLINE_EXCEEDED', '', '', sg.Timeout],
+    ['UNAUTHENTICATED', '', '', sg.Unauthenticated],
+    ['INTERNAL', '', '', sg.SandgateError],
+  ];
+  let now;
+  const server = new grpc.Server();
+  const svc = {
+    GetSandbox: {
+      path: '/sandgate.v1.Sandboxes/GetSandbox', requestStream: false, responseStream: false,
+      requestDeserialize: (b) => b, responseSerialize: (b) => b,
+    },
+  };
+  server.addService(svc, {
+    GetSandbox: (call, cb) => {
+      const md = new grpc.Metadata();
+      if (now[1]) md.set('grpc-status-details-bin', details(now[1], now[2]));
+      cb({ code: grpc.status[now[0]], details: now[0] === 'NOT_FOUND' ? 'no such sandbox' : 'm', metadata: md });
+    },
+  });
+  const port = await new Promise((res, rej) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(),
+    (err, p) => (err ? rej(err) : res(p))));
+  const c = new sg.Client({ addr: `127.0.0.1:${port}`, apiKey: DEMO_KEY, timeout: 5 });
+  try {
+    for (const row of cases) {
+      now = row;
+      const e = await rejectsWith(sg.Sandbox.connect('local-x', { userId: 'u', client: c }), row[3], row.slice(0, 2).join('/'));
+      assert.equal(e.codeName, row[0]);
+      assert.equal(e.reason, row[1] || null);
+      assert.equal(e.rule, row[2] || null);
+      if (row[3] === sg.SandboxLost) {
+        assert.ok(e instanceof sg.SandboxNotFound);
+        assert.equal(e.lostAt, '2026-12-01T10:00:00Z');
+      }
+    }
+  } finally {
+    c.close();
+    server.forceShutdown();
+  }
 });

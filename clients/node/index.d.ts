@@ -1,0 +1,223 @@
+// Types for @sandgate/client (hand-written beside the plain JS; keep in step with lib/).
+
+/// <reference types="node" />
+
+export interface ConnectionOptions {
+  /** host:port of the gateway (default $SANDGATE_ADDR, else 127.0.0.1:7443). */
+  addr?: string;
+  /** Tenant API key (default $SANDGATE_API_KEY). */
+  apiKey?: string;
+  /** Default end-user id (default $SANDGATE_USER). */
+  userId?: string;
+  /** TLS; implied by rootCertificates or clientCert (default $SANDGATE_TLS). */
+  tls?: boolean;
+  /** PEM roots (Buffer) or a file path (default $SANDGATE_CA_FILE; system roots). */
+  rootCertificates?: Buffer | string;
+  /** mTLS client certificate and key: PEM Buffers or file paths. */
+  clientCert?: Buffer | string;
+  clientKey?: Buffer | string;
+  /** Name to verify in the gateway's certificate. */
+  serverName?: string;
+  /** Default deadline of unary calls, seconds (30). */
+  timeout?: number;
+  channelOptions?: Record<string, string | number>;
+}
+
+export declare class Client {
+  constructor(options?: ConnectionOptions);
+  readonly addr: string;
+  readonly userId: string | undefined;
+  unary(method: string, request: object, timeout?: number): Promise<any>;
+  stream(method: string, request: object, timeout: number, onEvent: (event: any) => void, signal?: AbortSignal): Promise<void>;
+  close(): void;
+}
+
+export interface CallOptions {
+  /** Client-side deadline of the call, seconds. */
+  requestTimeout?: number;
+}
+
+export interface StreamOptions extends CallOptions {
+  /** Aborting cancels the call (and interrupts the code); it rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+export interface SandboxTarget extends ConnectionOptions {
+  /** A shared Client; without it one is made from the connection options and closed with the sandbox. */
+  client?: Client;
+}
+
+export type EgressTarget = string | [string, number] | { host: string; port?: number };
+
+export interface CreateOptions extends SandboxTarget, CallOptions {
+  /** Template the policy allows (default 'code-interpreter'). */
+  template?: string;
+  taskId?: string;
+  /** Lifetime in seconds (0/undefined = policy default; capped by policy). */
+  ttlSeconds?: number;
+  /** The sandbox's whole environment (plus granted secrets). */
+  env?: Record<string, string>;
+  /** Network the task needs; denied unless the policy grants it. */
+  egress?: EgressTarget[];
+  /** Names of credentials the task needs. */
+  secrets?: string[];
+  /** Signed end-user token, where the tenant requires one. */
+  userToken?: string;
+}
+
+export interface SandboxInfo {
+  sandboxId: string;
+  template: string;
+  userId: string;
+  taskId: string;
+  createdAt: Date | null;
+  expiresAt: Date | null;
+  state: 'running' | 'terminated' | 'unspecified';
+}
+
+export interface SandboxList extends Array<SandboxInfo> {
+  /** Hosts the gateway could not ask; their sandboxes are missing. Empty = complete. */
+  unreachableHosts: string[];
+}
+
+export declare class Result {
+  readonly mimeType: string;
+  readonly data: Buffer;
+  readonly text: string | null;
+  readonly png: Buffer | null;
+  readonly jpeg: Buffer | null;
+  readonly svg: string | null;
+  readonly html: string | null;
+  readonly markdown: string | null;
+  readonly json: unknown;
+  /** True for the value of the cell's final expression (text/plain). */
+  readonly isMainResult: boolean;
+  formats(): string[];
+}
+
+export interface ExecutionError {
+  name: string;
+  value: string;
+  traceback: string;
+}
+
+export interface End {
+  durationUs: number;
+  truncated: boolean;
+  outputBytesTotal: number;
+  timedOut: boolean;
+  contextRestarted: boolean;
+}
+
+export declare class Execution {
+  logs: { stdout: string; stderr: string };
+  results: Result[];
+  /** The code's own exception (the context survives it), or null. */
+  error: ExecutionError | null;
+  end: End | null;
+  readonly text: string | null;
+  readonly truncated: boolean;
+  readonly timedOut: boolean;
+  readonly contextRestarted: boolean;
+  readonly outputBytesTotal: number;
+  readonly durationMs: number;
+}
+
+export interface RunCodeOptions extends StreamOptions {
+  context?: CodeContext | string;
+  /** Seconds; the server interrupts the code past it. */
+  timeout?: number;
+  onStdout?: (text: string) => void;
+  onStderr?: (text: string) => void;
+  onResult?: (result: Result) => void;
+  onError?: (error: ExecutionError) => void;
+  maxOutputBytes?: number;
+}
+
+export interface CommandResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  signal: number;
+  timedOut: boolean;
+  truncated: boolean;
+  outputBytesTotal: number;
+  durationMs: number;
+}
+
+export interface CommandOptions extends StreamOptions {
+  timeout?: number;
+  onStdout?: (text: string) => void;
+  onStderr?: (text: string) => void;
+  maxOutputBytes?: number;
+}
+
+export declare class CodeContext {
+  readonly sandbox: Sandbox;
+  readonly contextId: string;
+  readonly id: string;
+  readonly language: string;
+  runCode(code: string, opts?: Omit<RunCodeOptions, 'context'>): Promise<Execution>;
+}
+
+export declare class Commands {
+  run(cmd: string, opts?: CommandOptions): Promise<CommandResult>;
+}
+
+export declare class Files {
+  read(path: string, opts?: CallOptions & { format?: 'text' }): Promise<string>;
+  read(path: string, opts: CallOptions & { format: 'bytes' }): Promise<Buffer>;
+  write(path: string, data: string | Buffer, opts?: CallOptions & { mode?: number }): Promise<number>;
+}
+
+export declare class Sandbox {
+  static create(opts?: CreateOptions): Promise<Sandbox>;
+  static connect(sandboxId: string, opts?: SandboxTarget & CallOptions): Promise<Sandbox>;
+  static list(opts?: SandboxTarget & CallOptions): Promise<SandboxList>;
+  /** Create, run fn, and kill in a finally. */
+  static using<T>(opts: CreateOptions, fn: (sb: Sandbox) => Promise<T> | T): Promise<T>;
+  readonly client: Client;
+  readonly userId: string;
+  readonly sandboxId: string;
+  readonly id: string;
+  readonly info: SandboxInfo;
+  readonly commands: Commands;
+  readonly files: Files;
+  getInfo(opts?: CallOptions): Promise<SandboxInfo>;
+  isRunning(): Promise<boolean>;
+  setTimeout(seconds: number, opts?: CallOptions): Promise<SandboxInfo>;
+  /** true if this call killed it, false if it was already gone. */
+  kill(opts?: CallOptions): Promise<boolean>;
+  close(): void;
+  createCodeContext(opts?: CallOptions & { language?: string }): Promise<CodeContext>;
+  runCode(code: string, opts?: RunCodeOptions): Promise<Execution>;
+}
+
+export declare class SandgateError extends Error {
+  /** gRPC status code (number) and its name. */
+  readonly code: number;
+  readonly codeName: string;
+  readonly details: string;
+  /** ErrorInfo.reason, e.g. 'POLICY_DENIED', or null. */
+  readonly reason: string | null;
+  /** The policy rule that decided, or null. */
+  readonly rule: string | null;
+  readonly domain: string | null;
+  readonly metadata: Record<string, string>;
+  readonly retryable: boolean;
+}
+export declare class Unauthenticated extends SandgateError {}
+export declare class PermissionDenied extends SandgateError {}
+export declare class PolicyDenied extends PermissionDenied {}
+export declare class NotFound extends SandgateError {}
+export declare class SandboxNotFound extends NotFound {}
+export declare class SandboxLost extends SandboxNotFound {
+  /** When the host lost it (RFC 3339, UTC), or null. */
+  readonly lostAt: string | null;
+}
+export declare class QuotaExceeded extends SandgateError {}
+export declare class InvalidArgument extends SandgateError {}
+export declare class Timeout extends SandgateError {}
+export declare class Unavailable extends SandgateError {}
+export declare class HostUnavailable extends Unavailable {}
+export declare class Cancelled extends SandgateError {}

@@ -1,0 +1,135 @@
+// lib/execution.js — what one action returns: Execution (runCode),
+// CommandResult (commands.run), SandboxInfo; built from the event streams.
+// Output chunks may split a UTF-8 character: decoded with a StringDecoder.
+'use strict';
+const { StringDecoder } = require('node:string_decoder');
+
+class Result {
+  constructor(mimeType, data) {
+    this.mimeType = mimeType;
+    this.data = Buffer.from(data);  // raw bytes
+  }
+
+  _str(mime) { return this.mimeType === mime ? this.data.toString('utf8') : null; }
+  /** The repr of the cell's final expression (text/plain), else null. */
+  get text() { return this._str('text/plain'); }
+  get png() { return this.mimeType === 'image/png' ? this.data : null; }
+  get jpeg() { return this.mimeType === 'image/jpeg' ? this.data : null; }
+  get svg() { return this._str('image/svg+xml'); }
+  get html() { return this._str('text/html'); }
+  get markdown() { return this._str('text/markdown'); }
+  get json() { const s = this._str('application/json'); return s === null ? null : JSON.parse(s); }
+  get isMainResult() { return this.mimeType === 'text/plain'; }
+  formats() { return [this.mimeType]; }
+}
+
+class Execution {
+  constructor() {
+    this.logs = { stdout: '', stderr: '' };
+    this.results = [];
+    this.error = null;   // {name, value, traceback}: the code's own exception
+    this.end = null;     // {durationUs, truncated, outputBytesTotal, timedOut, contextRestarted}
+  }
+
+  get text() { const r = this.results.find((x) => x.isMainResult); return r ? r.text : null; }
+  get truncated() { return !!(this.end && this.end.truncated); }
+  get timedOut() { return !!(this.end && this.end.timedOut); }
+  get contextRestarted() { return !!(this.end && this.end.contextRestarted); }
+  get outputBytesTotal() { return this.end ? this.end.outputBytesTotal : 0; }
+  get durationMs() { return this.end ? this.end.durationUs / 1000 : 0; }
+}
+
+function callbacksOf(o) {
+  return { stdout: o.onStdout, stderr: o.onStderr, result: o.onResult, error: o.onError };
+}
+
+/** Accumulates RunCodeEvents; callbacks are called in stream order. */
+class RunCodeAccumulator {
+  constructor(opts = {}) {
+    this.ex = new Execution();
+    this._dec = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
+    this._cb = callbacksOf(opts);
+  }
+
+  _text(kind, s) {
+    if (!s) return;
+    this.ex.logs[kind] += s;
+    if (this._cb[kind]) this._cb[kind](s);
+  }
+
+  feed(ev) {
+    switch (ev.event) {
+      case 'stdout': case 'stderr':
+        this._text(ev.event, this._dec[ev.event].write(ev[ev.event].data)); break;
+      case 'result': {
+        const r = new Result(ev.result.mime_type, ev.result.data);
+        this.ex.results.push(r);
+        if (this._cb.result) this._cb.result(r);
+        break;
+      }
+      case 'error':
+        this.ex.error = { name: ev.error.name, value: ev.error.value, traceback: ev.error.traceback };
+        if (this._cb.error) this._cb.error(this.ex.error);
+        break;
+      case 'end': {
+        const e = ev.end;
+        this.ex.end = {
+          durationUs: Number(e.duration_us), truncated: e.truncated,
+          outputBytesTotal: Number(e.output_bytes_total), timedOut: e.timed_out,
+          contextRestarted: e.context_restarted,
+        };
+        break;
+      }
+      default: break;
+    }
+  }
+
+  finish() {
+    this._text('stdout', this._dec.stdout.end());
+    this._text('stderr', this._dec.stderr.end());
+    return this.ex;
+  }
+}
+
+class ExecAccumulator {
+  constructor(opts = {}) {
+    this.res = { exitCode: -1, stdout: '', stderr: '', signal: 0, timedOut: false, truncated: false,
+      outputBytesTotal: 0, durationMs: 0 };
+    this._dec = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
+    this._cb = { stdout: opts.onStdout, stderr: opts.onStderr };
+  }
+
+  _text(kind, s) {
+    if (!s) return;
+    this.res[kind] += s;
+    if (this._cb[kind]) this._cb[kind](s);
+  }
+
+  feed(ev) {
+    if (ev.event === 'stdout' || ev.event === 'stderr') {
+      this._text(ev.event, this._dec[ev.event].write(ev[ev.event].data));
+    } else if (ev.event === 'exit') {
+      const x = ev.exit;
+      Object.assign(this.res, { exitCode: x.exit_code, signal: x.signal, timedOut: x.timed_out,
+        truncated: x.truncated, outputBytesTotal: Number(x.output_bytes_total),
+        durationMs: Number(x.duration_us) / 1000 });
+    }
+  }
+
+  finish() {
+    this._text('stdout', this._dec.stdout.end());
+    this._text('stderr', this._dec.stderr.end());
+    return this.res;
+  }
+}
+
+function sandboxInfo(m) {
+  return {
+    sandboxId: m.sandbox_id, template: m.template, userId: m.user_id, taskId: m.task_id,
+    createdAt: m.created_at ? new Date(Number(m.created_at)) : null,
+    expiresAt: m.expires_at ? new Date(Number(m.expires_at)) : null,
+    state: String(m.state).replace('SANDBOX_STATE_', '').toLowerCase(),
+  };
+}
+
+module.exports = { Result, Execution, RunCodeAccumulator, ExecAccumulator, sandboxInfo };
