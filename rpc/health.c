@@ -7,6 +7,7 @@
 
 #include "grpc/health/v1/health.pb-c.h"
 #include "rpc/health.h"
+#include "rpc/validate.h"
 
 static atomic_int health_status = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
 
@@ -22,8 +23,9 @@ static int answer(rpc_call *c, Grpc__Health__V1__HealthCheckResponse *resp)
     size_t len;
     const uint8_t *buf = rpc_call_request(c, &len);
     sg_err err;
-    Grpc__Health__V1__HealthCheckRequest *req = (Grpc__Health__V1__HealthCheckRequest *)rpc_unpack(
-        &grpc__health__v1__health_check_request__descriptor, buf, len, &err);
+    /* checked on the wire: "<service>\0junk" must not pass for <service> */
+    Grpc__Health__V1__HealthCheckRequest *req = (Grpc__Health__V1__HealthCheckRequest *)
+        rpc_unpack_valid(&rpc_health_request_rules, buf, len, &err);
     if (!req) {
         rpc_call_fail(c, &err);
         return -1;

@@ -10,6 +10,7 @@
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "rpc/descindex.h"
 #include "rpc/reflection.h"
+#include "rpc/validate.h"
 
 #define REFL_MAX_SERVICES 32
 
@@ -156,12 +157,12 @@ static void on_request(void *arg, grpc_byte_buffer *bb)
     size_t len;
     uint8_t *buf = rpc_flatten(bb, &len);
     grpc_byte_buffer_destroy(bb);
-    refl_req *req = (refl_req *)rpc_unpack(
-        &grpc__reflection__v1__server_reflection_request__descriptor, buf, len, NULL);
+    sg_err err;
+    /* checked on the wire: the answer echoes the request back */
+    refl_req *req = (refl_req *)rpc_unpack_valid(&rpc_reflection_request_rules, buf, len, &err);
     free(buf);
     if (!req) {
-        stream_end(st, GRPC_STATUS_INVALID_ARGUMENT,
-                   "request is not a valid ServerReflectionRequest");
+        stream_end(st, GRPC_STATUS_INVALID_ARGUMENT, err.msg);
         return;
     }
     answer(st, req);

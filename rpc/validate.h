@@ -54,6 +54,11 @@ ProtobufCMessage *rpc_unpack_valid(const rpc_rules *r, const uint8_t *buf, size_
 const rpc_rules *rpc_rules_find(const rpc_rules *table, size_t n,
                                 const ProtobufCMessageDescriptor *d);
 
+/* The standard services' requests (std_rules.c): grpc.health.v1's
+ * HealthCheckRequest and grpc.reflection.v1's ServerReflectionRequest. */
+extern const rpc_rules rpc_health_request_rules;
+extern const rpc_rules rpc_reflection_request_rules;
+
 /* Does s[0..n) satisfy the charset (and is it valid UTF-8 with no NUL)? */
 int rpc_charset_ok(rpc_charset cs, const uint8_t *s, size_t n);
 

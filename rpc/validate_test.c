@@ -16,6 +16,8 @@
 #include <cmocka.h>
 
 #include "gateway/rules.h"
+#include "grpc/health/v1/health.pb-c.h"
+#include "grpc/reflection/v1/reflection.pb-c.h"
 #include "host/rules.h"
 #include "policy/policy.h"
 #include "rpc/validate.h"
@@ -307,6 +309,24 @@ static void test_host_every_field(void **state)
                 18 + 1 + 2 + 1 + 3 + 4 + 3 + 3 + 3);
 }
 
+static const rpc_rules *std_rules_for(const ProtobufCMessageDescriptor *d)
+{
+    return d == rpc_health_request_rules.desc       ? &rpc_health_request_rules
+           : d == rpc_reflection_request_rules.desc ? &rpc_reflection_request_rules
+                                                    : NULL;
+}
+
+static void test_std_every_field(void **state)
+{
+    /* health: service; reflection: host, file_by_filename,
+     * file_containing_symbol, file_containing_extension.containing_type,
+     * all_extension_numbers_of_type, list_services */
+    static const ProtobufCMessageDescriptor *const std_requests[] = {
+        &grpc__health__v1__health_check_request__descriptor,
+        &grpc__reflection__v1__server_reflection_request__descriptor};
+    every_field(std_rules_for, std_requests, 2, 1 + 6);
+}
+
 /* ---- named rows ---- */
 
 typedef struct row {
@@ -562,6 +582,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gateway_every_field), cmocka_unit_test(test_host_every_field),
+        cmocka_unit_test(test_std_every_field),
         cmocka_unit_test(test_named_rows),          cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_gateway_env_limits),  cmocka_unit_test(test_host_create_shape),
     };

@@ -12,7 +12,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grpc/health/v1/health.pb-c.h"
+#include "grpc/reflection/v1/reflection.pb-c.h"
 #include "rpc/validate.h"
+
+/* The standard services both daemons serve (rpc/std_rules.c), appended to
+ * each target's table. */
+#define FUZZ_STD_REQUESTS \
+    &grpc__health__v1__health_check_request__descriptor, \
+    &grpc__reflection__v1__server_reflection_request__descriptor
+
+static const rpc_rules *fuzz_std_rules(const ProtobufCMessageDescriptor *d)
+{
+    if (d == rpc_health_request_rules.desc)
+        return &rpc_health_request_rules;
+    if (d == rpc_reflection_request_rules.desc)
+        return &rpc_reflection_request_rules;
+    return NULL;
+}
 
 /* Every string in m (nested, repeated, map entries) is valid UTF-8. */
 static void fuzz_strings_ok(const ProtobufCMessage *m, int depth)
@@ -25,6 +42,10 @@ static void fuzz_strings_ok(const ProtobufCMessage *m, int depth)
         const char *base = (const char *)m + f->offset;
         size_t n = 1;
         const void *items = base;
+        /* a oneof's members share storage: only the one set may be read */
+        if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+            *(const uint32_t *)((const char *)m + f->quantifier_offset) != f->id)
+            continue;
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             n = *(const size_t *)((const char *)m + f->quantifier_offset);
             items = *(void *const *)base;
@@ -51,7 +72,8 @@ static ProtobufCMessage *fuzz_one(const rpc_rules *(*rules_for)(const ProtobufCM
 {
     if (size < 1)
         return NULL;
-    const rpc_rules *r = rules_for(msgs[data[0] % n_msgs]);
+    const ProtobufCMessageDescriptor *d = msgs[data[0] % n_msgs];
+    const rpc_rules *r = rules_for(d) ? rules_for(d) : fuzz_std_rules(d);
     if (!r)
         abort();   /* a request without rules would be refused in production: a table bug */
     *out_rules = r;

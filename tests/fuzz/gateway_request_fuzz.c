@@ -1,7 +1,8 @@
 /* gateway_request_fuzz.c — libFuzzer target for every public request's decode and
  * validation as gw_req_begin runs them (gateway/rules.c over
  * rpc/validate.c), then the create's env limit check. Input: a selector
- * byte choosing the message (mod 10), then its wire bytes. Seed corpus:
+ * byte choosing the message (mod 12: the ten public requests, then
+ * Health.Check and reflection), then its wire bytes. Seed corpus:
  * tests/fuzz/corpus/gateway_request_fuzz (make_corpus.py). */
 #include <stdint.h>
 
@@ -20,6 +21,7 @@ static const ProtobufCMessageDescriptor *const msgs[] = {
     &sandgate__v1__exec_request__descriptor,
     &sandgate__v1__write_file_request__descriptor,
     &sandgate__v1__read_file_request__descriptor,
+    FUZZ_STD_REQUESTS,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,7 +1,8 @@
 /* host_request_fuzz.c — libFuzzer target for every sandgate.v1.Host request's
  * decode and validation as host_unpack runs them (host/rules.c over
  * rpc/validate.c), then a create's shape check (host_check_create).
- * Input: a selector byte choosing the message (mod 9), then its wire
+ * Input: a selector byte choosing the message (mod 11: the host's nine requests, then
+ * Health.Check and reflection), then its wire
  * bytes. Seed corpus: tests/fuzz/corpus/host_request_fuzz (make_corpus.py). */
 #include <stdint.h>
 
@@ -18,6 +19,7 @@ static const ProtobufCMessageDescriptor *const msgs[] = {
     &sandgate__v1__exec_request__descriptor,
     &sandgate__v1__write_file_request__descriptor,
     &sandgate__v1__read_file_request__descriptor,
+    FUZZ_STD_REQUESTS,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

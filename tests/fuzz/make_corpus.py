@@ -49,6 +49,9 @@ gateway = [  # index = position in gateway_request_fuzz.c's msgs[]
     (3, "kill", REF), (4, "extend", REF + vi(3, 300)), (5, "context", CONTEXT),
     (6, "run", RUN), (6, "run_overlong", REF + ld(4, b"\xc0\xaf")), (7, "exec", EXEC),
     (8, "write", WRITE), (8, "write_nul_path", REF + ld(3, b"a.txt\0../../x")), (9, "read", READ),
+    (10, "health", ld(1, "sandgate.v1.Sandboxes")), (10, "health_nul", ld(1, b"sandgate.v1.Sandboxes\0x")),
+    (11, "reflection_list", ld(1, "localhost") + ld(7, "")),
+    (11, "reflection_symbol", ld(4, "sandgate.v1.Sandboxes")),
 ]
 OWNER = ld(1, "acme") + ld(2, "alice") + ld(3, "task-1")
 LIMITS = vi(1, 512 << 20) + vi(2, 1000) + vi(3, 128) + vi(7, 16 << 20)
@@ -62,6 +65,8 @@ host = [  # index = position in host_request_fuzz.c's msgs[]
     (1, "ref", ld(1, SID)), (2, "list", ld(1, "acme") + ld(2, "alice")),
     (3, "extend", ld(1, SID) + vi(2, 1700000000000)), (4, "context", CONTEXT),
     (5, "run", RUN), (6, "exec", EXEC), (7, "write", WRITE), (8, "read", READ),
+    (9, "health", ld(1, "sandgate.v1.Host")), (10, "reflection_file", ld(3, "sandgate/v1/host.proto")),
+    (10, "reflection_ext", ld(5, ld(1, "sandgate.v1.Host") + varint(2 << 3) + varint(5))),
 ]
 
 for side, seeds in (("gateway_request_fuzz", gateway), ("host_request_fuzz", host)):

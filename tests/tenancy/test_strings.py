@@ -292,6 +292,25 @@ class Strings(unittest.TestCase):
                 self.assertEqual(code, C.INVALID_ARGUMENT, details)
                 self.assertIn("once encoded", details)
 
+    def test_health_and_reflection(self):
+        # The standard services on both daemons check their strings too: a
+        # health check for "<service>\0junk" is not one for <service>, and
+        # reflection (which echoes the request) refuses invalid UTF-8.
+        for label, ch in (("gateway", self.api.channel), ("host", S["hostch"])):
+            with self.subTest(daemon=label):
+                code, details = raw_call(ch, "/grpc.health.v1.Health/Check",
+                                         ld(1, "sandgate.v1.Sandboxes\0junk"), None)
+                self.assertEqual((code, details),
+                                 (C.INVALID_ARGUMENT, "service: contains a NUL byte"))
+                try:
+                    list(ch.stream_stream("/grpc.reflection.v1.ServerReflection/"
+                                          "ServerReflectionInfo")(
+                        iter([ld(1, b"h\xff") + ld(7, "")]), timeout=30))
+                    code, details = C.OK, ""
+                except grpc.RpcError as e:
+                    code, details = e.code(), e.details()
+                self.assertEqual((code, details), (C.INVALID_ARGUMENT, "host: not valid UTF-8"))
+
     def test_host_validates_again(self):
         ch = S["hostch"]
         call = lambda m, d: raw_call(ch, "/sandgate.v1.Host/" + m, d, None)  # noqa: E731

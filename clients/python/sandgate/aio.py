@@ -120,9 +120,12 @@ class AsyncCommands:
         sb = self._sb
         req = rq.exec_(sb.sandbox_id, sb.user_id, cmd, timeout, max_output_bytes)
         acc = ExecAccumulator(on_stdout, on_stderr)
-        async for ev in sb.client.stream("Exec", req,
-                                         timeout=rq.action_deadline(timeout, request_timeout)):
-            await _run(acc.feed(ev))
+        evs = sb.client.stream("Exec", req, timeout=rq.action_deadline(timeout, request_timeout))
+        try:
+            async for ev in evs:
+                await _run(acc.feed(ev))
+        finally:
+            await evs.aclose()
         res, pending = acc.finish()
         await _run(pending)
         return res
@@ -313,8 +316,12 @@ class AsyncSandbox:
         """See Sandbox.run_code."""
         req = rq.run_code(self.sandbox_id, self.user_id, code, context, timeout, max_output_bytes)
         acc = RunCodeAccumulator(on_stdout, on_stderr, on_result, on_error)
-        async for ev in self.client.stream("RunCode", req,
-                                           timeout=rq.action_deadline(timeout, request_timeout)):
-            await _run(acc.feed(ev))
+        evs = self.client.stream("RunCode", req,
+                                 timeout=rq.action_deadline(timeout, request_timeout))
+        try:
+            async for ev in evs:
+                await _run(acc.feed(ev))
+        finally:
+            await evs.aclose()  # cancels the call if a callback raised
         await _run(acc.finish())
         return acc.ex

@@ -26,6 +26,9 @@ class's decoder. What this class adds for a sandbox:
   and package path are defined again;
 - a final answer longer than the runtime's 8 KiB error value is fetched
   whole from a file the patched tool writes;
+- a sandbox that ends under the agent (TTL, idle timeout, its host lost it)
+  is replaced by a new one for the same task, and the model is told its
+  state is gone;
 - cleanup()/delete() kill the sandbox (CodeAgent.cleanup and `with` call it).
 """
 import inspect
@@ -41,7 +44,8 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("sandgate.smolagents needs smolagents (pip install smolagents)") from e
 
-from .errors import SandgateError
+from .client import Client
+from .errors import SandboxLost, SandboxNotFound, SandgateError
 from .sandbox import Sandbox
 
 PACKAGES_DIR = "/workspace/.sandgate/site-packages"
@@ -123,14 +127,25 @@ class SandgateExecutor(RemotePythonExecutor):
         self.pip_args = list(pip_args)
         self._setup: List[str] = []      # tool/setup cells replayed after a restart
         self._recording = False
+        self._client: Optional[Client] = None   # owned: made here for our own sandbox
+        self._create: Optional[Dict[str, Any]] = None  # how to make the sandbox again
         if sandbox is not None:
             self.sandbox = sandbox
             self._kill = bool(kill_on_cleanup)
         else:
-            self.sandbox = Sandbox.create(template, user_id=user_id,
-                                          task_id=task_id or "smolagents-" + uuid.uuid4().hex,
-                                          ttl_seconds=ttl_seconds, env=env, egress=egress,
-                                          secrets=secrets, client=client, **conn)
+            if client is None:
+                client = self._client = Client(**conn)
+            elif conn:
+                raise TypeError("SandgateExecutor: pass client= or connection settings, not both")
+            self._create = dict(template=template, user_id=user_id,
+                                task_id=task_id or "smolagents-" + uuid.uuid4().hex,
+                                ttl_seconds=ttl_seconds, env=env, egress=list(egress),
+                                secrets=list(secrets), client=client)
+            try:
+                self.sandbox = Sandbox.create(**self._create)
+            except BaseException:
+                self._close_client()
+                raise
             self._kill = True if kill_on_cleanup is None else kill_on_cleanup
         try:
             self._run_setup(_SETUP_CODE % {"dir": PACKAGES_DIR})
@@ -150,8 +165,14 @@ class SandgateExecutor(RemotePythonExecutor):
         logs, the exception and its traceback."""
         if self._recording:
             self._setup.append(code)
-        ex = self.sandbox.run_code(code, timeout=self.timeout,
-                                   max_output_bytes=self.max_output_bytes)
+        if self.sandbox is None:
+            raise AgentError("sandgate: this executor was cleaned up (its sandbox is killed)",
+                             self.logger)
+        try:
+            ex = self.sandbox.run_code(code, timeout=self.timeout,
+                                       max_output_bytes=self.max_output_bytes)
+        except SandboxNotFound as e:  # also SandboxLost: its host restarted
+            self._replace_sandbox(e)  # raises AgentError telling the model
         logs = ex.logs.stdout
         if ex.logs.stderr:
             logs += ("\n" if logs and not logs.endswith("\n") else "") + ex.logs.stderr
@@ -210,10 +231,10 @@ class SandgateExecutor(RemotePythonExecutor):
     def cleanup(self) -> None:
         """Kill the sandbox (idempotent; errors are logged, not raised)."""
         sb = getattr(self, "sandbox", None)
-        if sb is None:
-            return
         self.sandbox = None
         try:
+            if sb is None:
+                return
             if self._kill:
                 self.logger.log("sandgate: killing sandbox %s" % sb.sandbox_id)
                 sb.kill()
@@ -221,6 +242,33 @@ class SandgateExecutor(RemotePythonExecutor):
                 sb.close()
         except SandgateError as e:
             _log_error(self.logger, "sandgate: cleanup of %s failed: %s" % (sb.sandbox_id, e))
+        finally:
+            self._close_client()
+
+    def _replace_sandbox(self, why: SandgateError) -> None:
+        """The sandbox ended under us (TTL, idle timeout, its host lost it):
+        make a new one for the same task, define the tools again and tell
+        the model its state is gone. Without the means to (sandbox= given),
+        tell it the sandbox is gone."""
+        old = self.sandbox
+        if self._create is None:
+            raise AgentError("sandgate: the sandbox %s is gone (%s); this executor cannot make "
+                             "another" % (old.sandbox_id, why.reason or why.code.name),
+                             self.logger)
+        _log_error(self.logger, "sandgate: sandbox %s ended (%s); making a new one"
+                   % (old.sandbox_id, why))
+        self.sandbox = Sandbox.create(**self._create)
+        self._replay_setup()
+        raise AgentError("[sandgate: the sandbox ended (%s) and was replaced by a new one: every "
+                         "variable, import and file from earlier steps is lost; tools are defined "
+                         "again. This step's code did not run.]"
+                         % ("its host restarted" if isinstance(why, SandboxLost)
+                            else "its lifetime ran out or it was killed"), self.logger)
+
+    def _close_client(self) -> None:
+        c, self._client = self._client, None
+        if c is not None:
+            c.close()
 
     def delete(self) -> None:
         """Same as cleanup()."""
