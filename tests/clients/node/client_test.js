@@ -226,6 +226,24 @@ test('a callback that throws cancels the run and interrupts the code', async () 
   assert.ok(Date.now() - t0 < 10000, `the next call waited ${Date.now() - t0} ms: the cancel did not reach the code`);
 });
 
+test('an AbortSignal cancels runCode and commands.run', async () => {
+  const sb = await sandbox('abort');
+  clean(await sb.runCode('before = 7', { timeout: 10 }));
+  const ac = new AbortController();
+  await assert.rejects(sb.runCode("print('started', flush=True)\nimport time\ntime.sleep(30)", {
+    timeout: 60, signal: ac.signal, onStdout: () => ac.abort(new Error('user gave up')),
+  }), /user gave up/);
+  let t0 = Date.now();
+  assert.equal((await sb.runCode('before * 6', { timeout: 40 })).text, '42');
+  assert.ok(Date.now() - t0 < 10000, 'abort did not interrupt the code');
+  const ac2 = new AbortController();
+  setTimeout(() => ac2.abort(new Error('enough')), 300);
+  t0 = Date.now();
+  await assert.rejects(sb.commands.run('sleep 30', { timeout: 60, signal: ac2.signal }), /enough/);
+  assert.ok(Date.now() - t0 < 10000);
+  await assert.rejects(sb.runCode('1', { signal: AbortSignal.abort(new Error('already')) }), /already/);
+});
+
 test('truncation', async () => {
   const sb = await sandbox('trunc');
   let ex = await sb.runCode("print('x' * 99999)", { timeout: 10, maxOutputBytes: 1000 });
