@@ -206,7 +206,10 @@ export declare class PermissionDenied extends SandgateError {}
 export declare class PolicyDenied extends PermissionDenied {}
 export declare class NotFound extends SandgateError {}
 export declare class SandboxNotFound extends NotFound {}
-export declare class SandboxLost extends SandgateError {}
+export declare class SandboxLost extends SandboxNotFound {
+  /** When the host lost it (RFC 3339, UTC), or null. */
+  readonly lostAt: string | null;
+}
 export declare class QuotaExceeded extends SandgateError {}
 export declare class InvalidArgument extends SandgateError {}
 export declare class Timeout extends SandgateError {}

@@ -385,6 +385,8 @@ class ErrorInfoMappingTest(unittest.TestCase):
         def answer(request, context):
             code, reason, rule, _ = case["now"]
             md = {"rule": rule} if rule else {}
+            if reason == "SANDBOX_LOST":
+                md["lost_at"] = "2026-12-01T10:00:00Z"
             st = epb.RpcStatus(code=getattr(grpc.StatusCode, code).value[0], message="m")
             if reason:
                 info = epb.ErrorInfo(reason=reason, domain="sandgate", metadata=md)
@@ -418,6 +420,131 @@ class ErrorInfoMappingTest(unittest.TestCase):
                     self.assertEqual(e.code.name, row[0])
                     self.assertEqual(e.reason, row[1] or None)
                     self.assertEqual(e.rule, row[2] or None)
+                    if want is sandgate.SandboxLost:  # still "gone" to code that only knows that
+                        self.assertIsInstance(e, sandgate.SandboxNotFound)
+                        self.assertEqual(e.lost_at, "2026-12-01T10:00:00Z")
+
+
+class LostTest(unittest.TestCase):
+    """A real SANDBOX_LOST: its own daemons, stopped (SIGTERM: the host's
+    sandboxes end with it) and started again with the same host name and
+    state dir; the owner's next call raises SandboxLost."""
+
+    def test_host_restart_loses_the_sandbox(self):
+        d = pyvenv.Daemons(TMP, name="lost",
+                           env={"SANDGATE_HOST_NAME": "lost" + uuid.uuid4().hex[:6]})
+        self.addCleanup(d.stop)
+        d.start()
+        with sandgate.Client(d.addr, DEMO_KEY) as c:
+            sb = sandgate.Sandbox.create(user_id="alice", task_id="py-lost", client=c)
+            self.assertEqual(sb.run_code("1 + 1", timeout=10).text, "2")
+        d.stop()
+        d.start()  # new ports, same host name and journal
+        with sandgate.Client(d.addr, DEMO_KEY) as c:
+            lost = sandgate.Sandbox(c, sb._info, "alice")
+            self.assertRaises(sandgate.SandboxLost, lost.run_code, "1", timeout=10)
+            with self.assertRaises(sandgate.SandboxLost) as cm:
+                lost.get_info()
+            self.assertIsInstance(cm.exception, sandgate.SandboxNotFound)
+            self.assertEqual(cm.exception.reason, "SANDBOX_LOST")
+            self.assertTrue(cm.exception.lost_at, cm.exception.metadata)
+            self.assertFalse(lost.kill())  # gone: False, as for any vanished sandbox
+            # Another user of the tenant sees the plain never-existed answer.
+            with self.assertRaises(sandgate.SandgateError) as cm:
+                sandgate.Sandbox(c, sb._info, "bob").get_info()
+            self.assertNotIsInstance(cm.exception, sandgate.SandboxLost)
+
+
+def _openssl(d, *args):
+    import subprocess
+    subprocess.run(["openssl"] + list(args), cwd=d, check=True, capture_output=True, timeout=60)
+
+
+def make_pki(d, spiffe):
+    """A CA, a server cert for 127.0.0.1 and a client cert for spiffe."""
+    os.makedirs(d)
+    _openssl(d, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test-ca",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    for name, san, usage in (("server", "IP:127.0.0.1", "serverAuth"),
+                             ("client", "URI:" + spiffe, "clientAuth")):
+        _openssl(d, "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                 "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + name)
+        with open(os.path.join(d, name + ".ext"), "w") as f:
+            f.write("subjectAltName=%s\nextendedKeyUsage=%s\nbasicConstraints=CA:FALSE\n"
+                    % (san, usage))
+        _openssl(d, "x509", "-req", "-in", name + ".csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                 "-CAcreateserial", "-out", name + ".crt", "-days", "2", "-extfile", name + ".ext")
+    os.symlink("ca.crt", os.path.join(d, "client_ca.crt"))
+
+
+class TLSTest(unittest.TestCase):
+    """The gateway on TLS with client certificates (run.sh's
+    SANDGATE_GATEWAY_TLS_DIR): an API key over TLS, an mTLS tenant with no
+    key, both from arguments (paths or PEM bytes) and from the environment."""
+
+    SPIFFE = "spiffe://sandgate.test/agent/py"
+
+    @classmethod
+    def setUpClass(cls):
+        pki = cls.pki = os.path.join(TMP, "pki")
+        make_pki(pki, cls.SPIFFE)
+        policy = pyvenv.local_policy() + ("  - id: spiffe\n    mtls: [\"%s\"]\n"
+                                          "    templates: [code-interpreter]\n" % cls.SPIFFE)
+        cls.d = pyvenv.Daemons(TMP, policy, env={"SANDGATE_GATEWAY_TLS_DIR": pki}, name="tls")
+        cls.addClassCleanup(cls.d.stop)
+        cls.d.start()
+
+    def f(self, name):
+        return os.path.join(self.pki, name)
+
+    def test_api_key_over_tls(self):
+        with sandgate.Sandbox.create(user_id="alice", task_id="py-tls-key", addr=self.d.addr,
+                                     api_key=DEMO_KEY, root_certificates=self.f("ca.crt")) as sb:
+            self.assertEqual(sb.run_code("40 + 2", timeout=10).text, "42")
+
+    def test_mtls_without_a_key(self):
+        with open(self.f("client.key"), "rb") as k, open(self.f("client.crt"), "rb") as c:
+            key, cert = k.read(), c.read()
+        client = sandgate.Client(self.d.addr, root_certificates=self.f("ca.crt"),
+                                 client_cert=cert, client_key=key)
+        self.addCleanup(client.close)
+        with sandgate.Sandbox.create(user_id="m", task_id="py-mtls", client=client) as sb:
+            self.assertEqual(sb.run_code("'mtls'", timeout=10).text, "'mtls'")
+            # The spiffe tenant's sandbox is not the demo tenant's.
+            with sandgate.Client(self.d.addr, DEMO_KEY, root_certificates=self.f("ca.crt")) as demo:
+                with self.assertRaises(sandgate.SandboxNotFound):
+                    sandgate.Sandbox.connect(sb.sandbox_id, user_id="m", client=demo)
+
+    def test_mtls_from_the_environment_sync_and_async(self):
+        env = {"SANDGATE_ADDR": self.d.addr, "SANDGATE_CA_FILE": self.f("ca.crt"),
+               "SANDGATE_CERT_FILE": self.f("client.crt"), "SANDGATE_KEY_FILE": self.f("client.key"),
+               "SANDGATE_USER": "m", "SANDGATE_API_KEY": ""}
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            self.assertEqual(sandgate.Sandbox.list().unreachable_hosts, [])
+
+            async def go():
+                async with sandgate.AsyncSandbox.create(task_id="py-mtls-env") as sb:
+                    return (await sb.run_code("7 * 6", timeout=10)).text
+            self.assertEqual(asyncio.run(go()), "42")
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def test_wrong_trust_fails(self):
+        # System roots do not know the test CA; plaintext to a TLS port fails too.
+        with sandgate.Client(self.d.addr, DEMO_KEY, tls=True, timeout=5) as c:
+            with self.assertRaises(sandgate.Unavailable):
+                sandgate.Sandbox.list(user_id="alice", client=c)
+        with sandgate.Client(self.d.addr, DEMO_KEY, timeout=5) as c:
+            with self.assertRaises(sandgate.Unavailable):
+                sandgate.Sandbox.list(user_id="alice", client=c)
 
 
 class AsyncTest(Base):

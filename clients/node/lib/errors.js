@@ -33,7 +33,11 @@ class PermissionDenied extends SandgateError {}
 class PolicyDenied extends PermissionDenied {}
 class NotFound extends SandgateError {}
 class SandboxNotFound extends NotFound {}
-class SandboxLost extends SandgateError {}
+// The sandbox was running when its host restarted: gone for good (reason
+// SANDBOX_LOST, sent only to its owner). A SandboxNotFound; .lostAt is when.
+class SandboxLost extends SandboxNotFound {
+  get lostAt() { return this.metadata.lost_at || null; }
+}
 class QuotaExceeded extends SandgateError {}
 class InvalidArgument extends SandgateError {}
 class Timeout extends SandgateError {}

@@ -73,9 +73,17 @@ class SandboxNotFound(NotFound):
     another tenant's, which looks exactly the same."""
 
 
-class SandboxLost(SandgateError):
-    """The sandbox existed but is gone for good (its host restarted or lost
-    it; reason "SANDBOX_LOST"): create a new one."""
+
+
+class SandboxLost(SandboxNotFound):
+    """The sandbox was running when its host restarted, so its processes and
+    state are gone for good (reason "SANDBOX_LOST", sent only to its owner):
+    create a new one. A SandboxNotFound, so code that handles "gone" keeps
+    working; .lost_at is when (RFC 3339, UTC), or None."""
+
+    @property
+    def lost_at(self) -> Optional[str]:
+        return self.metadata.get("lost_at") or None
 
 
 class QuotaExceeded(SandgateError):

@@ -364,7 +364,9 @@ test('ErrorInfo reasons pick the class (an in-process server sends each)', async
   const s = (t) => Buffer.from(t, 'utf8');
   const details = (reason, rule) => {
     let info = Buffer.concat([lenField(1, s(reason)), lenField(2, s('sandgate'))]);
-    if (rule) info = Buffer.concat([info, lenField(3, Buffer.concat([lenField(1, s('rule')), lenField(2, s(rule))]))]);
+    const entry = (k, v) => lenField(3, Buffer.concat([lenField(1, s(k)), lenField(2, s(v))]));
+    if (rule) info = Buffer.concat([info, entry('rule', rule)]);
+    if (reason === 'SANDBOX_LOST') info = Buffer.concat([info, entry('lost_at', '2026-12-01T10:00:00Z')]);
     const any = Buffer.concat([lenField(1, s('type.googleapis.com/google.rpc.ErrorInfo')), lenField(2, info)]);
     return lenField(3, any);
   };
@@ -407,6 +409,10 @@ test('ErrorInfo reasons pick the class (an in-process server sends each)', async
       assert.equal(e.codeName, row[0]);
       assert.equal(e.reason, row[1] || null);
       assert.equal(e.rule, row[2] || null);
+      if (row[3] === sg.SandboxLost) {
+        assert.ok(e instanceof sg.SandboxNotFound);
+        assert.equal(e.lostAt, '2026-12-01T10:00:00Z');
+      }
     }
   } finally {
     c.close();
