@@ -19,6 +19,9 @@
  *                   process tree (zygotes, warm pool, sandboxes) before and
  *                   with the idle sandboxes: what each added sandbox really
  *                   costs the machine, template and pool included
+ *   --csv FILE      also write every create as "run,start_ms,create_ms" (start
+ *                   on CLOCK_MONOTONIC, as time.monotonic() in Python), so
+ *                   creates can be matched to host events (bench/rotation.py)
  *   --cold N        also time N cold starts: fork+exec of
  *                   /usr/bin/python3 -c "import numpy, pandas" (what a create
  *                   would cost with no zygote, before any isolation)
@@ -141,6 +144,8 @@ static void sleep_ms(int ms)
     }
 }
 
+static FILE *csv;   /* --csv: one line per create; NULL = none */
+
 static int run(conn *c, int n, int pause_ms, const char *label)
 {
     double *cr = calloc((size_t)n, sizeof *cr), *kl = calloc((size_t)n, sizeof *kl);
@@ -161,6 +166,8 @@ static int run(conn *c, int n, int pause_ms, const char *label)
         double t2 = now_ms();
         cr[ok] = t1 - t0;
         kl[ok] = t2 - t1;
+        if (csv)
+            fprintf(csv, "%s,%.3f,%.3f\n", label, t0, t1 - t0);
         ok++;
         if (pause_ms)
             sleep_ms(pause_ms);
@@ -418,10 +425,16 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--pss-code")) pss_code = v;
         else if (!strcmp(a, "--cold")) n_cold = atoi(v);
         else if (!strcmp(a, "--host-pid")) host_pid = atoi(v);
+        else if (!strcmp(a, "--csv")) {
+            if (!(csv = fopen(v, "w"))) {
+                fprintf(stderr, "bench_create: fopen(%s): %s\n", v, strerror(errno));
+                return 2;
+            }
+        }
         else {
             fprintf(stderr, "usage: bench_create --addr HOST:PORT --key KEY [-n N] "
                             "[--mode b2b|paced|both] [--pause-ms P] [--template T] "
-                            "[--pss 1,10,50 [--pss-code CODE] [--host-pid P]] [--cold N]\n");
+                            "[--pss 1,10,50 [--pss-code CODE] [--host-pid P]] [--csv FILE] [--cold N]\n");
             return 2;
         }
         i++;
@@ -462,5 +475,7 @@ int main(int argc, char **argv)
     if (n_cold > 0)
         cold(n_cold);
     grpc_channel_destroy(c.ch);
+    if (csv)
+        fclose(csv);
     return rc ? 1 : 0;
 }

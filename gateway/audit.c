@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "gateway/gw.h"
 
 static FILE *audit_f;
@@ -80,6 +81,8 @@ void gw_audit(const policy *p, const char *tenant, const char *user, const char 
     l->n = 0;
     put(l, "{\"time\":\"");
     put(l, when);
+    put(l, ",\"request_id\":");
+    put_json(l, sg_log_request_id());
     put(l, ",\"tenant\":");
     put_json(l, tenant);
     put(l, ",\"user\":");

@@ -95,6 +95,11 @@ static void test_add(void **state)
     gw_counts_add(2, "gamma", &o);
     gw_counts_add(2, "gamma", &o);
     assert_int_equal(cached(2, "gamma"), 3);
+    fake_init(&f);
+    gw_counts_put(2, "delta", &f.resp);   /* an empty entry (no array) grows too */
+    o.tenant_id = "delta";
+    gw_counts_add(2, "delta", &o);
+    assert_int_equal(cached(2, "delta"), 1);
 }
 
 static void test_report(void **state)

@@ -67,6 +67,7 @@ static void on_host_done(void *arg, grpc_status_code code, const char *details,
                          const rpc_trailer *t)
 {
     gw_fwd *f = arg;
+    rpc_call_log_context(f->in);
     if (code == GRPC_STATUS_OK) {
         rpc_call_finish_msg(f->in, f->last, code, NULL);
     } else {
@@ -83,6 +84,7 @@ static void on_host_done(void *arg, grpc_status_code code, const char *details,
 static void on_host_reply(void *arg, rpc_unary_result *res)
 {
     gw_fwd *f = arg;
+    rpc_call_log_context(f->in);
     grpc_byte_buffer *bb = res->resp;
     if (bb && f->opts.rewrite) {
         grpc_byte_buffer *nb = f->opts.rewrite(f->opts.arg, bb);
@@ -117,12 +119,14 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
     grpc_completion_queue *cq = rpc_server_cq(rpc_call_server(in));
     gpr_timespec deadline = rpc_deadline_in(opts->timeout_s > 0 ? opts->timeout_s : 30);
     int rc;
+    grpc_metadata md[2];   /* the request id and traceparent, on to the host */
+    size_t n_md = rpc_call_trace_md(in, md);
     if (opts->stream) {
         static const rpc_fwd_cbs cbs = {on_host_message, on_host_done};
-        rc = rpc_fwd_start(h->channel, cq, rpc_call_grpc(in), method, deadline, NULL, 0,
+        rc = rpc_fwd_start(h->channel, cq, rpc_call_grpc(in), method, deadline, md, n_md,
                            rpc_pack(req), &cbs, f, &err) ? 0 : -1;
     } else {
-        rc = rpc_unary_start(h->channel, cq, rpc_call_grpc(in), method, deadline, NULL, 0,
+        rc = rpc_unary_start(h->channel, cq, rpc_call_grpc(in), method, deadline, md, n_md,
                              rpc_pack(req), on_host_reply, f, &err);
     }
     if (rc != 0) {

@@ -49,6 +49,7 @@ static void on_leg_done(void *arg, rpc_unary_result *res)
 {
     list_leg *leg = arg;
     list_op *op = leg->op;
+    rpc_call_log_context(op->r->in);
     grpc_status_code code = res->code;
     if (res->resp) {
         size_t len;
@@ -87,10 +88,12 @@ void gw_list_all(gw_req *r, const char *user, gw_list_done done)
         leg->op = op;
         leg->index = i;
         sg_err e;
+        grpc_metadata md[2];
+        size_t n_md = rpc_call_trace_md(r->in, md);
         if (rpc_unary_start(G.hosts[i].channel, rpc_server_cq(rpc_call_server(r->in)),
                             rpc_call_grpc(r->in), "/sandgate.v1.Host/ListSandboxes",
-                            rpc_deadline_in(GW_LIST_DEADLINE_S), NULL, 0, rpc_pack(&h.base), on_leg_done, leg,
-                            &e) != 0) {
+                            rpc_deadline_in(GW_LIST_DEADLINE_S), md, n_md, rpc_pack(&h.base),
+                            on_leg_done, leg, &e) != 0) {
             free(leg);
             leg_done(op, GRPC_STATUS_UNAVAILABLE);
         }

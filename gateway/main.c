@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/daemon.h"
+#include "common/log.h"
 #include "gateway/gw.h"
 #include "rpc/health.h"
 #include "rpc/metrics_http.h"
@@ -71,10 +72,11 @@ static grpc_server_credentials *tls_creds(sg_err *err)
 int main(int argc, char **argv)
 {
     const char *config = NULL, *listen = NULL, *port_file = NULL, *metrics = NULL,
-               *metrics_port_file = NULL;
+               *metrics_port_file = NULL, *log_level = getenv("SANDGATE_LOG_LEVEL");
     static struct option opts[] = {{"config", 1, 0, 'c'}, {"listen", 1, 0, 'l'},
                                    {"port-file", 1, 0, 'p'}, {"metrics-listen", 1, 0, 'm'},
-                                   {"metrics-port-file", 1, 0, 'P'}, {0, 0, 0, 0}};
+                                   {"metrics-port-file", 1, 0, 'P'}, {"log-level", 1, 0, 'g'},
+                                   {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "c:l:p:m:P:", opts, NULL)) != -1) {
         switch (o) {
@@ -83,9 +85,11 @@ int main(int argc, char **argv)
         case 'p': port_file = optarg; break;
         case 'm': metrics = optarg; break;
         case 'P': metrics_port_file = optarg; break;
+        case 'g': log_level = optarg; break;
         default:
             fprintf(stderr, "usage: sandgate --config FILE [--listen ADDR] [--port-file FILE]\n"
-                            "                [--metrics-listen ADDR] [--metrics-port-file FILE]\n");
+                            "                [--metrics-listen ADDR] [--metrics-port-file FILE]\n"
+                            "                [--log-level debug|info|warn|error]\n");
             return 2;
         }
     }
@@ -93,6 +97,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: sandgate --config FILE [--listen ADDR] [--port-file FILE]\n");
         return 2;
     }
+    int lvl = log_level ? sg_log_level_parse(log_level) : SG_LOG_INFO;
+    if (lvl < 0) {
+        fprintf(stderr, "sandgate: --log-level %s: expected debug, info, warn or error\n",
+                log_level);
+        return 2;
+    }
+    sg_log_init("sandgate", (sg_log_level)lvl);
     sg_daemon_block_signals(SIGHUP);   /* SIGHUP: the policy watch thread (reload.c) */
 
     policy_errors errs = {0};

@@ -256,6 +256,7 @@ static void owner_lost(gw_req *r, const Sandgate__V1__ErrorInfo *info)
 static void on_owner_done(void *arg, rpc_unary_result *res)
 {
     gw_req *r = arg;
+    rpc_call_log_context(r->in);
     if (res->resp)
         owner_from_host(r, res->resp);
     if (res->code == GRPC_STATUS_OK && r->owner_found) {
@@ -315,9 +316,11 @@ void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r))
     Sandgate__V1__HostSandboxRef ref;
     sandgate__v1__host_sandbox_ref__init(&ref);
     ref.sandbox_id = (char *)r->sandbox_id;
+    grpc_metadata md[2];
+    size_t n_md = rpc_call_trace_md(r->in, md);
     if (rpc_unary_start(r->host->channel, rpc_server_cq(rpc_call_server(r->in)),
                         rpc_call_grpc(r->in), "/sandgate.v1.Host/GetSandbox", rpc_deadline_in(10),
-                        NULL, 0, rpc_pack(&ref.base), on_owner_done, r, &err) != 0) {
+                        md, n_md, rpc_pack(&ref.base), on_owner_done, r, &err) != 0) {
         gw_fail_internal(r->in, "owner lookup", &err);
         gw_req_free(r);
     }

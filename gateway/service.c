@@ -215,6 +215,17 @@ static gw_host *create_host(gw_req *r, int holder, const char *dedupe, const int
     return h;
 }
 
+/* While a host is down every create would say so: once a second is enough. */
+static _Atomic int64_t count_log_at;
+
+static int log_once_per_second(_Atomic int64_t *last)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = ts.tv_sec, prev = atomic_load(last);
+    return now != prev && atomic_compare_exchange_strong(last, &prev, now);
+}
+
 static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
                            int failed)
 {
@@ -245,9 +256,10 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
         if (cached)
             protobuf_c_message_free_unpacked(&cached->base, NULL);
     }
-    if (failed)
+    if (failed && log_once_per_second(&count_log_at))
         fprintf(stderr, "sandgate: create: %d host(s) not serving or did not answer the quota "
-                        "count; %zu counted from their last answer\n", failed, n_cached);
+                        "count; %zu counted from their last answer (logged at most once a "
+                        "second)\n", failed, n_cached);
     policy_scope scope = POLICY_SCOPE_PER_TASK;
     if (decide_create(r, req, live_tenant, live_user, &scope) != 0) {
         gw_req_free(r);

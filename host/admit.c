@@ -11,13 +11,13 @@
  * files). A joined context holds 3 and takes 3 more while it starts. The
  * memory figure is what a fresh interpreter dirties of the zygote's
  * copy-on-write heap; pids: pid 1 and the context, with room to fork. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
+#include "common/fds.h"
 #include "host/admit.h"
 #include "host/host.h"
 
@@ -82,19 +82,6 @@ static int read_longs(const char *path, const char *fmt, long *a, long *b, long 
     return n;
 }
 
-static long count_fds(long limit)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return limit;   /* EMFILE: none left at all */
-    long n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n - 1;       /* the directory's own fd */
-}
-
 static int64_t mem_available(void)
 {
     FILE *f = fopen("/proc/meminfo", "re");
@@ -138,10 +125,8 @@ static void cgroup_pids(const char *root, long *cur, long *max)
 void host_admit_measure(host_admit_usage *u, const char *cgroup_root)
 {
     memset(u, 0, sizeof *u);
-    struct rlimit rl;
-    u->fds_limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
-                       ? (long)rl.rlim_cur : -1;
-    u->fds_open = count_fds(u->fds_limit);
+    u->fds_limit = sg_fds_limit();
+    u->fds_open = sg_fds_open(u->fds_limit);
     long unused;
     if (read_longs("/proc/sys/fs/file-nr", "%ld %ld %ld", &u->files_open, &unused,
                    &u->files_limit) != 3)

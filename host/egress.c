@@ -53,7 +53,10 @@ int host_egress_start(const char *hosts_file, const char *audit_log, sg_err *err
     }
     if (hosts_file && access(hosts_file, R_OK) != 0)
         return sg_err_errno(err, SG_EINVAL, "--egress-hosts %s", hosts_file);
-    egress_options o = {.hosts_file = hosts_file, .on_audit = on_proxy_audit};
+    /* egress stops at the host's reserve too: a sandbox's connections must
+     * not eat the fds its neighbours' calls need */
+    egress_options o = {.hosts_file = hosts_file, .on_audit = on_proxy_audit,
+                        .reserve_fds = H.cfg.reserve_fds};
     return egress_proxy_create(&o, &proxy, err);
 }
 

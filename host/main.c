@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/daemon.h"
+#include "common/log.h"
 #include "host/admit.h"
 #include "host/contain/contain.h"
 #include "host/files.h"
@@ -37,7 +38,7 @@ static void usage(void)
             "                     [--contain-lib PATH] [--runtime DIR] [--name NAME]\n"
             "                     [--runtime-dir DIR] [--state-dir DIR] [--audit-log FILE]\n"
             "                     [--egress-hosts FILE] [--metrics-listen ADDR]\n"
-            "                     [--metrics-port-file FILE]\n"
+            "                     [--metrics-port-file FILE] [--log-level LEVEL]\n"
             "  --audit-log FILE     egress decisions, one JSON line each (appended;\n"
             "                       default: stderr)\n"
             "  --egress-hosts FILE  \"IP name...\" lines the egress proxy consults before\n"
@@ -178,7 +179,7 @@ int main(int argc, char **argv)
 {
     const char *config = NULL, *listen = NULL, *port_file = NULL, *name = NULL, *rtdir = NULL;
     const char *audit_log = NULL, *egress_hosts = NULL, *state_dir = NULL, *metrics = NULL,
-               *metrics_port_file = NULL;
+               *metrics_port_file = NULL, *log_level = getenv("SANDGATE_LOG_LEVEL");
     default_paths();
     static struct option opts[] = {{"config", 1, 0, 'c'},      {"listen", 1, 0, 'l'},
                                    {"port-file", 1, 0, 'p'},   {"contain-lib", 1, 0, 'L'},
@@ -186,7 +187,8 @@ int main(int argc, char **argv)
                                    {"name", 1, 0, 'n'},        {"runtime-dir", 1, 0, 'R'},
                                    {"audit-log", 1, 0, 'A'},   {"egress-hosts", 1, 0, 'E'},
                                    {"state-dir", 1, 0, 'S'},   {"metrics-listen", 1, 0, 'm'},
-                                   {"metrics-port-file", 1, 0, 'P'}, {0, 0, 0, 0}};
+                                   {"metrics-port-file", 1, 0, 'P'}, {"log-level", 1, 0, 'g'},
+                                   {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "c:l:p:L:r:hn:R:", opts, NULL)) != -1) {
         switch (o) {
@@ -202,6 +204,7 @@ int main(int argc, char **argv)
         case 'S': state_dir = optarg; break;
         case 'm': metrics = optarg; break;
         case 'P': metrics_port_file = optarg; break;
+        case 'g': log_level = optarg; break;
         default: usage(); return 2;
         }
     }
@@ -209,6 +212,13 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
+    int lvl = log_level ? sg_log_level_parse(log_level) : SG_LOG_INFO;
+    if (lvl < 0) {
+        fprintf(stderr, "sandgate-host: --log-level %s: expected debug, info, warn or error\n",
+                log_level);
+        return 2;
+    }
+    sg_log_init("sandgate-host", (sg_log_level)lvl);
     /* SIGCHLD goes to the loop's signalfd; SIGTERM/INT to sigwait below.
      * Blocked before any thread exists so every thread inherits the mask. */
     sg_daemon_block_signals(SIGCHLD);

@@ -286,17 +286,17 @@ void host_pool_tick(int64_t now_us)
                 host_sandbox_fail_create(sb, SG_EUNAVAIL, "pool sandbox did not start");
                 continue;
             }
-            starting += !sb->pool_ready;
             if (z && sb->zygote_gen != z->gen) {
                 if (!host_zygote_gen_usable(t, sb->zygote_gen)) {
                     host_pool_unlink(sb);
                     host_sandbox_kill(sb, NULL);
-                    starting -= !sb->pool_ready;
                     continue;
                 }
+                starting += !sb->pool_ready;
                 older++;
                 continue;
             }
+            starting += !sb->pool_ready;
             have++;
             ready += sb->pool_ready;
         }

@@ -110,7 +110,9 @@ static void on_zygote_msg(host_watch *w, uint32_t events)
     /* a retiring one that exited: tick frees it once reaped */
 }
 
-static host_zygote *spawn_zygote(host_template *t, sg_err *err)
+/* successor: it preloads niced (zygote.py --preload-nice) while the one it
+ * replaces serves; a first start or a restart is waited for, so it is not. */
+static host_zygote *spawn_zygote(host_template *t, int successor, sg_err *err)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -138,6 +140,10 @@ static host_zygote *spawn_zygote(host_template *t, sg_err *err)
     argv[a++] = preload;
     if (!t->cfg->contain)
         argv[a++] = "--no-contain";
+    if (successor) {
+        argv[a++] = "--preload-nice";
+        argv[a++] = "10";
+    }
     argv[a] = NULL;
     /* No PYTHONHASHSEED (and -I would ignore one): each exec draws its own
      * str hash secret from the kernel, which rotation relies on. */
@@ -177,7 +183,7 @@ static host_zygote *spawn_zygote(host_template *t, sg_err *err)
 int host_zygotes_start(sg_err *err)
 {
     for (size_t i = 0; i < H.n_templates; i++)
-        if (!(H.templates[i].zygote = spawn_zygote(&H.templates[i], err)))
+        if (!(H.templates[i].zygote = spawn_zygote(&H.templates[i], 0, err)))
             return err ? err->code : SG_EINTERNAL;
     return 0;
 }
@@ -248,7 +254,7 @@ void host_zygotes_tick(int64_t now_us)
         if (z && (!z->ready || H.draining || !(why = rotation_due(t, z, now_us))))
             continue;
         sg_err err;
-        host_zygote *nz = spawn_zygote(t, &err);
+        host_zygote *nz = spawn_zygote(t, z != NULL, &err);
         if (!nz) {
             fprintf(stderr, "sandgate-host: %s\n", err.msg);
             t->restart_at_us = now_us + ZYGOTE_BACKOFF_US;

@@ -6,10 +6,14 @@
  * status; the close watch, once started, holds one of its own (or rides in
  * the status batch and its ref); the handler borrows the call during its
  * run and takes its own ref to keep it longer. The last unref frees it. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
+#include "common/log.h"
 #include "rpc/internal.h"
 
 static void start_next_send_locked(rpc_call *c);
@@ -93,6 +97,82 @@ static void start_close_watch_locked(rpc_call *c)
         atomic_fetch_sub(&c->refs, 1);   /* never below 1 here: the caller holds one */
 }
 
+static int id_char(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           strchr("._:+=/-", ch) != NULL;
+}
+
+/* The client's request id if acceptable, else a new random one. */
+static void take_request_id(rpc_call *c)
+{
+    size_t n;
+    const char *v = rpc_call_md(c, "x-request-id", &n);
+    int ok = v && n >= 1 && n <= RPC_REQUEST_ID_MAX;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = v[i] && id_char((unsigned char)v[i]);
+    if (ok) {
+        memcpy(c->request_id, v, n);
+        c->request_id[n] = 0;
+        return;
+    }
+    unsigned char b[16];
+    if (getrandom(b, sizeof b, GRND_NONBLOCK) != (ssize_t)sizeof b) {
+        /* No entropy yet: an id need not be secret, only unique enough. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        uintptr_t p = (uintptr_t)c;
+        memcpy(b, &x, 8);
+        memcpy(b + 8, &p, sizeof p < 8 ? sizeof p : 8);
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(c->request_id + 2 * i, 3, "%02x", b[i]);
+}
+
+static int hex_run(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* version-traceid-parentid-flags, lower-case hex, 55 bytes for version 00;
+ * all-zero trace or parent ids are invalid (W3C Trace Context). */
+static void take_traceparent(rpc_call *c)
+{
+    size_t n;
+    const char *v = rpc_call_md(c, "traceparent", &n);
+    c->traceparent[0] = 0;
+    if (!v || n != 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' || !hex_run(v, 2) ||
+        !hex_run(v + 3, 32) || !hex_run(v + 36, 16) || !hex_run(v + 53, 2) ||
+        (v[0] == 'f' && v[1] == 'f'))
+        return;
+    static const char zeros[33] = "00000000000000000000000000000000";
+    if (memcmp(v + 3, zeros, 32) == 0 || memcmp(v + 36, zeros, 16) == 0)
+        return;
+    memcpy(c->traceparent, v, 55);
+    c->traceparent[55] = 0;
+}
+
+const char *rpc_call_request_id(rpc_call *c) { return c->request_id; }
+const char *rpc_call_traceparent(rpc_call *c) { return c->traceparent; }
+
+size_t rpc_call_trace_md(rpc_call *c, grpc_metadata md[2])
+{
+    size_t n = 0;
+    md[n].key = grpc_slice_from_static_string("x-request-id");
+    md[n++].value = grpc_slice_from_static_buffer(c->request_id, strlen(c->request_id));
+    if (c->traceparent[0]) {
+        md[n].key = grpc_slice_from_static_string("traceparent");
+        md[n++].value = grpc_slice_from_static_buffer(c->traceparent, strlen(c->traceparent));
+    }
+    return n;
+}
+
+void rpc_call_log_context(rpc_call *c) { sg_log_set_context(c->request_id, c->traceparent); }
+
 void rpc_call_dispatch(rpc_call *c)
 {
     atomic_store(&c->refs, 2);   /* pending status, the handler's borrow */
@@ -102,7 +182,11 @@ void rpc_call_dispatch(rpc_call *c)
         grpc_byte_buffer_destroy(c->payload);
         c->payload = NULL;
     }
+    take_request_id(c);
+    take_traceparent(c);
+    rpc_call_log_context(c);
     c->method->fn(c, c->method->data);
+    sg_log_set_context(NULL, NULL);
     rpc_call_unref(c);
 }
 
@@ -139,6 +223,10 @@ static void observe(rpc_call *c, grpc_status_code code)
     double s = (double)(now.tv_sec - c->dispatched.tv_sec) +
                (double)(now.tv_nsec - c->dispatched.tv_nsec) / 1e9;
     rpc_server_observe(c->srv, c->method->path, code, s, c->label);
+    /* the access log, one line per call, when asked for (--log-level debug) */
+    sg_log_for(c->request_id, c->traceparent, SG_LOG_DEBUG, "call %s %s %.3f ms%s%s",
+               c->method->path, rpc_status_name(code), s * 1e3, c->label[0] ? " tenant " : "",
+               c->label);
 }
 grpc_call *rpc_call_grpc(rpc_call *c) { return c->call; }
 rpc_server *rpc_call_server(rpc_call *c) { return c->srv; }
@@ -313,6 +401,18 @@ static void start_next_send_locked(rpc_call *c)
     }
 }
 
+/* Every status carries the call's request id back to the client. */
+static void add_request_id_trailer(rpc_call *c, rpc_out *o)
+{
+    grpc_metadata *t = realloc(o->trailing, (o->n_trailing + 1) * sizeof *t);
+    if (!t)
+        return;
+    o->trailing = t;
+    t[o->n_trailing].key = grpc_slice_from_static_string("x-request-id");
+    t[o->n_trailing].value = grpc_slice_from_copied_string(c->request_id);
+    o->n_trailing++;
+}
+
 static int enqueue(rpc_call *c, rpc_out *o)
 {
     pthread_mutex_lock(&c->mu);
@@ -324,6 +424,7 @@ static int enqueue(rpc_call *c, rpc_out *o)
     if (o->has_status) {
         c->status_queued = 1;
         observe(c, o->code);
+        add_request_id_trailer(c, o);
     }
     /* A status right behind a queued message rides in the same batch. */
     if (o->has_status && !o->msg && c->tail && !c->tail->has_status) {

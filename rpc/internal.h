@@ -44,6 +44,8 @@ struct rpc_call {
 
     struct timespec dispatched;       /* monotonic, for the observer */
     char label[64];                   /* rpc_call_set_label */
+    char request_id[RPC_REQUEST_ID_MAX + 1];   /* the client's x-request-id, or made here */
+    char traceparent[56];             /* W3C traceparent passed through; "" none */
     rpc_tag new_tag;                  /* request_registered_call completed */
     rpc_tag close_tag;                /* RECV_CLOSE_ON_SERVER completed */
     int close_started;                /* under mu: the close watch is on the wire */

@@ -77,6 +77,21 @@ const uint8_t *rpc_call_request(rpc_call *c, size_t *len);
 /* Metadata value for key, not NUL-terminated; NULL if absent. */
 const char *rpc_call_md(rpc_call *c, const char *key, size_t *len);
 gpr_timespec rpc_call_deadline(rpc_call *c);
+/* Request ids. Every call has one: the client's `x-request-id` if it is
+ * 1..RPC_REQUEST_ID_MAX bytes of [A-Za-z0-9._:+=/-], else 32 random hex
+ * digits made here. It is in the log context while the handler runs, goes
+ * back to the client in the `x-request-id` trailer of every status, and
+ * rides on to a backend in rpc_call_trace_md with a valid W3C
+ * `traceparent`, which is passed through unchanged and logged. */
+#define RPC_REQUEST_ID_MAX 64
+const char *rpc_call_request_id(rpc_call *c);
+const char *rpc_call_traceparent(rpc_call *c);   /* "" if none or malformed */
+/* Metadata for a call made on c's behalf: x-request-id and, if present,
+ * traceparent. The values point into c: use them before c is released. */
+size_t rpc_call_trace_md(rpc_call *c, grpc_metadata md[2]);
+/* Make c's ids this thread's log context (a callback continuing c). */
+void rpc_call_log_context(rpc_call *c);
+
 /* A short label the observer gets with the call (the gateway's tenant);
  * cut at 63 bytes. */
 void rpc_call_set_label(rpc_call *c, const char *label);

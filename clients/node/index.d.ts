@@ -28,13 +28,18 @@ export declare class Client {
   readonly addr: string;
   readonly userId: string | undefined;
   unary(method: string, request: object, timeout?: number): Promise<any>;
-  stream(method: string, request: object, timeout: number, onEvent: (event: any) => void): Promise<void>;
+  stream(method: string, request: object, timeout: number, onEvent: (event: any) => void, signal?: AbortSignal): Promise<void>;
   close(): void;
 }
 
 export interface CallOptions {
   /** Client-side deadline of the call, seconds. */
   requestTimeout?: number;
+}
+
+export interface StreamOptions extends CallOptions {
+  /** Aborting cancels the call (and interrupts the code); it rejects with the signal's reason. */
+  signal?: AbortSignal;
 }
 
 export interface SandboxTarget extends ConnectionOptions {
@@ -118,7 +123,7 @@ export declare class Execution {
   readonly durationMs: number;
 }
 
-export interface RunCodeOptions extends CallOptions {
+export interface RunCodeOptions extends StreamOptions {
   context?: CodeContext | string;
   /** Seconds; the server interrupts the code past it. */
   timeout?: number;
@@ -140,7 +145,7 @@ export interface CommandResult {
   durationMs: number;
 }
 
-export interface CommandOptions extends CallOptions {
+export interface CommandOptions extends StreamOptions {
   timeout?: number;
   onStdout?: (text: string) => void;
   onStderr?: (text: string) => void;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -89,10 +90,39 @@ static void test_closed_adopted_conn_leaves_epoll(void **state)
     egress_proxy_destroy(p);
 }
 
+/* A proxy whose process has fewer free fds than its reserve turns a new
+ * connection away with a 503 naming why, instead of taking two more. */
+static void test_refused_when_short_of_fds(void **state)
+{
+    (void)state;
+    struct rlimit rl;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    /* a reserve above the limit: always short */
+    egress_options o = {.hosts_only = 1, .reserve_fds = (uint32_t)rl.rlim_cur + 1};
+    egress_proxy *p;
+    sg_err err;
+    assert_int_equal(egress_proxy_create(&o, &p, &err), 0);
+    egress_rules *rules;
+    assert_int_equal(egress_rules_create(NULL, 0, &rules, &err), 0);
+    egress_sandbox *sb;
+    assert_int_equal(egress_sandbox_create(p, "sb-dry", NULL, rules, 0, &sb, &err), 0);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    egress_sandbox_adopt(sb, sv[0]);
+    char resp[2048];
+    read_response(sv[1], resp, sizeof resp);
+    assert_non_null(strstr(resp, "503"));
+    assert_non_null(strstr(resp, "short of file descriptors"));
+    close(sv[1]);
+    egress_sandbox_destroy(sb);
+    egress_proxy_destroy(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_closed_adopted_conn_leaves_epoll),
+        cmocka_unit_test(test_refused_when_short_of_fds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
  * decision recorded as allowed, or a denial answered with an HTTP error or,
  * inside a tunnel, a TLS alert. Moving a connection from state to state is
  * request.c, connect.c, lookup.c and relay.c. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/fds.h"
 #include "host/egress/proxy_internal.h"
 
 /* ---- epoll interest -------------------------------------------------------- */
@@ -123,6 +125,27 @@ void eg_conn_free(conn *c)
 
 /* ---- start ------------------------------------------------------------------- */
 
+/* A connection takes two fds (client, upstream): refused while that would
+ * leave fewer than the reserve. A count is a /proc/self/fd scan, so it is
+ * redone at most every 100 ms, or at every connection near the edge; in
+ * between each connection is taken to cost its two. */
+static int fds_short(egress_proxy *p)
+{
+    long reserve = (long)p->o.reserve_fds;
+    if (!reserve)
+        return 0;
+    int64_t now = eg_now_us();
+    if (now - p->fds_at > 100000 || p->fds_free < 4 * reserve) {
+        long limit = sg_fds_limit();
+        p->fds_free = limit < 0 ? LONG_MAX / 2 : limit - sg_fds_open(limit);
+        p->fds_at = now;
+    }
+    if (p->fds_free - 2 < reserve)
+        return 1;
+    p->fds_free -= 2;
+    return 0;
+}
+
 /* A client connection of sb (accepted or handed in): fd is owned,
  * non-blocking. p->mu held. */
 void eg_conn_start(egress_sandbox *sb, int fd)
@@ -131,6 +154,12 @@ void eg_conn_start(egress_sandbox *sb, int fd)
     if (sb->open >= EG_MAX_CONNS_PER_SANDBOX) {
         static const char busy[] = "HTTP/1.1 503 Service Unavailable by sandgate egress policy (too many connections)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
         (void)!send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        close(fd);
+        return;
+    }
+    if (fds_short(p)) {
+        static const char dry[] = "HTTP/1.1 503 Service Unavailable by sandgate egress (the host is short of file descriptors)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        (void)!send(fd, dry, sizeof dry - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         close(fd);
         return;
     }

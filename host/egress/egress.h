@@ -80,6 +80,9 @@ typedef struct egress_options {
     int hosts_only;           /* 1: never call getaddrinfo (tests) */
     int resolver_threads;     /* 0 = 2 */
     uint32_t connect_timeout_ms, idle_timeout_ms, header_timeout_ms;  /* 0 = defaults */
+    /* New connections are refused (503) while fewer fds than this would be
+     * left in the process: sandboxes must not drain the host's table. 0 = off. */
+    uint32_t reserve_fds;
     /* Called on the proxy thread for every decision (a denial at once, an
      * allowed connection when it ends, with its bytes). */
     void (*on_audit)(void *arg, const egress_audit *a);

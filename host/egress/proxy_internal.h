@@ -103,6 +103,9 @@ struct egress_proxy {
     pthread_cond_t rcv;
     int rstop;
     job *q_head, *q_tail, *done;     /* owned */
+    /* fd headroom (conn.c fds_short): the last count, less 2 per connection since */
+    long fds_free;
+    int64_t fds_at;
 };
 
 static inline int64_t eg_now_us(void)

@@ -149,6 +149,28 @@ class CodeTest(Base):
         self.assertLess(time.monotonic() - t0, 10)
         self.assertEqual(sb.run_code("before * 6", timeout=10).text, "42")
 
+    def test_raising_callback_cancels_and_interrupts_the_code(self):
+        """A callback that raises ends run_code: the cancel must reach the
+        host through the gateway and interrupt the code, so the next call in
+        the same context runs at once."""
+        sb = self.sandbox()
+        self.assertClean(sb.run_code("before = 7", timeout=10))
+
+        class Stop(Exception):
+            pass
+
+        def on_out(s):
+            raise Stop(s)
+        with self.assertRaises(Stop):
+            sb.run_code("print('started', flush=True)\nimport time\ntime.sleep(30)\n"
+                        "done = True", timeout=60, on_stdout=on_out)
+        t0 = time.monotonic()
+        ex = sb.run_code("(before * 6, 'done' in globals())", timeout=40)
+        took = time.monotonic() - t0
+        self.assertEqual(ex.text, "(42, False)")
+        self.assertLess(took, 10, "the next call waited %.1f s: the cancel did not reach "
+                                  "the running code" % took)
+
     def test_timeout_ignoring_interrupt_restarts_context(self):
         sb = self.sandbox()
         self.assertClean(sb.run_code("lost = 1", timeout=10))
@@ -340,6 +362,14 @@ class ErrorsTest(Base):
         self.assertIn(e.rule, str(e))
         self.assertRaisesSg(sandgate.PolicyDenied, sandgate.Sandbox.create, user_id="alice",
                             task_id="py-tmpl", template="no-such-template", client=self.demo)
+
+    def test_bad_strings_are_invalid_argument_naming_the_field(self):
+        e = self.assertRaisesSg(sandgate.InvalidArgument, sandgate.Sandbox.create,
+                                user_id="bad user", task_id="py-bad", client=self.demo)
+        self.assertIn("user_id", e.message)
+        e = self.assertRaisesSg(sandgate.InvalidArgument, sandgate.Sandbox.create,
+                                user_id="alice", task_id="t\x00", client=self.demo)
+        self.assertIn("task_id", e.message)
 
     def test_client_deadline_is_timeout(self):
         sb = self.sandbox()
@@ -581,6 +611,15 @@ class AsyncTest(Base):
                                                        egress=["example.com"], client=c)
                 sb = await sandgate.AsyncSandbox.create(user_id="alice", task_id=self.task(),
                                                         client=c)
+
+                async def stop(s):
+                    raise KeyError("stop")
+                with self.assertRaises(KeyError):
+                    await sb.run_code("print('go', flush=True)\nimport time\ntime.sleep(30)",
+                                      timeout=60, on_stdout=stop)
+                t0 = time.monotonic()
+                self.assertEqual((await sb.run_code("'next'", timeout=40)).text, "'next'")
+                self.assertLess(time.monotonic() - t0, 10, "async cancel did not interrupt")
                 self.assertTrue(await sb.kill())
                 self.assertFalse(await sb.kill())
             async with sandgate.AsyncClient(D.addr, "sg-wrong-key-9999") as bad:

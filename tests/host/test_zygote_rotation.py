@@ -35,6 +35,11 @@ FP_CODE = ("import ctypes, sys\n"
 PARTS = ("hash('x')", "libc printf", "id(sys) (heap)", "stack")
 
 
+def niceness(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
 def host_config(extra):
     with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
         cfg = f.read()
@@ -121,6 +126,8 @@ class Rotation(unittest.TestCase):
         while time.monotonic() < end and zygotes(self.d.host_pid) != [gen2_pid]:
             time.sleep(0.1)
         self.assertEqual(zygotes(self.d.host_pid), [gen2_pid])
+        # the successor preloaded niced, and serves (and forks) at the host's niceness
+        self.assertEqual(niceness(gen2_pid), niceness(self.d.host_pid))
         self.assertFalse(os.path.exists("/proc/%d" % gen1_pid), "the old zygote was not reaped")
         self.assertIn("zygote %d (generation 1) retired" % gen1_pid, self.log())
 

@@ -82,17 +82,23 @@ class Client {
 
   /** Run a server-streaming RPC, calling onEvent(event) for each message;
    * resolves when the stream ends, rejects with a SandgateError. A throwing
-   * onEvent cancels the call and rejects with what it threw. */
-  stream(method, request, timeout, onEvent) {
+   * onEvent, or an AbortSignal that fires, cancels the call and rejects with
+   * what was thrown (the signal's reason). */
+  stream(method, request, timeout, onEvent, signal) {
     return new Promise((resolve, reject) => {
+      if (signal && signal.aborted) { reject(signal.reason); return; }
       const call = this._stub[method](request, this._md, { deadline: deadline(timeout) });
       let failed = null;
+      const stop = (e) => { if (!failed) { failed = e; call.cancel(); } };
+      const onAbort = () => stop(signal.reason);
+      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+      const done = (fn) => { if (signal) signal.removeEventListener('abort', onAbort); fn(); };
       call.on('data', (ev) => {
         if (failed) return;
-        try { onEvent(ev); } catch (e) { failed = e; call.cancel(); }
+        try { onEvent(ev); } catch (e) { stop(e); }
       });
-      call.on('error', (err) => reject(failed || fromServiceError(err)));
-      call.on('end', () => (failed ? reject(failed) : resolve()));
+      call.on('error', (err) => done(() => reject(failed || fromServiceError(err))));
+      call.on('end', () => done(() => (failed ? reject(failed) : resolve())));
     });
   }
 

@@ -65,14 +65,14 @@ class Commands {
   /** Run `/bin/sh -c cmd`; resolves to {exitCode, stdout, stderr, signal,
    * timedOut, truncated, outputBytesTotal, durationMs}. A non-zero exit is
    * not an error. opts: timeout (s), onStdout, onStderr, maxOutputBytes,
-   * requestTimeout. */
+   * requestTimeout, signal (AbortSignal). */
   async run(cmd, opts = {}) {
     const sb = this._sb;
     const acc = new ExecAccumulator(opts);
     await sb.client.stream('Exec', {
       sandbox_id: sb.sandboxId, user_id: sb.userId, command: cmd,
       timeout_seconds: seconds('timeout', opts.timeout), max_output_bytes: opts.maxOutputBytes || 0,
-    }, actionDeadline(opts.timeout, opts.requestTimeout), (ev) => acc.feed(ev));
+    }, actionDeadline(opts.timeout, opts.requestTimeout), (ev) => acc.feed(ev), opts.signal);
     return acc.finish();
   }
 }
@@ -241,7 +241,9 @@ class Sandbox {
    * survives), not a rejection. opts: context (CodeContext or id), timeout
    * (s; the server interrupts the code: .timedOut, .contextRestarted),
    * onStdout, onStderr (strings as they stream), onResult, onError,
-   * maxOutputBytes (.truncated), requestTimeout (client deadline, s).
+   * maxOutputBytes (.truncated), requestTimeout (client deadline, s),
+   * signal (an AbortSignal: aborting cancels the run and interrupts the
+   * code; so does a callback that throws).
    */
   async runCode(code, opts = {}) {
     const ctx = opts.context && typeof opts.context === 'object' ? opts.context.contextId : (opts.context || '');
@@ -249,7 +251,7 @@ class Sandbox {
     await this.client.stream('RunCode', {
       sandbox_id: this.sandboxId, user_id: this.userId, context_id: ctx, code,
       timeout_seconds: seconds('timeout', opts.timeout), max_output_bytes: opts.maxOutputBytes || 0,
-    }, actionDeadline(opts.timeout, opts.requestTimeout), (ev) => acc.feed(ev));
+    }, actionDeadline(opts.timeout, opts.requestTimeout), (ev) => acc.feed(ev), opts.signal);
     return acc.finish();
   }
 

@@ -9,7 +9,7 @@ same results, same exceptions; every call is a coroutine.
 functions or coroutine functions. One AsyncClient belongs to one event loop.
 """
 import inspect
-from typing import Any, AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping, Optional, Union
+from typing import Any, AsyncGenerator, Awaitable, Callable, Generator, Iterable, Mapping, Optional, Union
 
 import grpc
 import grpc.aio
@@ -42,7 +42,7 @@ class AsyncClient:
         elif addr or api_key or kw:
             raise TypeError("sandgate.AsyncClient: pass config= or keyword settings, not both")
         self.config = config.resolve()
-        self.addr = self.config.addr
+        self.addr: str = self.config.addr or ""
         self.pb = pb
         self._metadata = self.config.metadata()
         creds = self.config.credentials()
@@ -66,7 +66,7 @@ class AsyncClient:
             raise from_rpc_error(e) from None
 
     async def stream(self, method: str, request: Any,
-                     timeout: Optional[float] = None) -> AsyncIterator[Any]:
+                     timeout: Optional[float] = None) -> AsyncGenerator[Any, None]:
         call = self._calls[method](request, metadata=self._metadata, timeout=timeout)
         try:
             async for event in call:
@@ -120,9 +120,12 @@ class AsyncCommands:
         sb = self._sb
         req = rq.exec_(sb.sandbox_id, sb.user_id, cmd, timeout, max_output_bytes)
         acc = ExecAccumulator(on_stdout, on_stderr)
-        async for ev in sb.client.stream("Exec", req,
-                                         timeout=rq.action_deadline(timeout, request_timeout)):
-            await _run(acc.feed(ev))
+        evs = sb.client.stream("Exec", req, timeout=rq.action_deadline(timeout, request_timeout))
+        try:
+            async for ev in evs:
+                await _run(acc.feed(ev))
+        finally:
+            await evs.aclose()
         res, pending = acc.finish()
         await _run(pending)
         return res
@@ -313,8 +316,12 @@ class AsyncSandbox:
         """See Sandbox.run_code."""
         req = rq.run_code(self.sandbox_id, self.user_id, code, context, timeout, max_output_bytes)
         acc = RunCodeAccumulator(on_stdout, on_stderr, on_result, on_error)
-        async for ev in self.client.stream("RunCode", req,
-                                           timeout=rq.action_deadline(timeout, request_timeout)):
-            await _run(acc.feed(ev))
+        evs = self.client.stream("RunCode", req,
+                                 timeout=rq.action_deadline(timeout, request_timeout))
+        try:
+            async for ev in evs:
+                await _run(acc.feed(ev))
+        finally:
+            await evs.aclose()  # cancels the call if a callback raised
         await _run(acc.finish())
         return acc.ex

@@ -9,6 +9,7 @@ default). Used in a `with`, it is killed in a `finally` rather than left to
 its TTL. It owns its Client only when it made one itself (no client=). The
 asyncio twin is aio.py; the requests both send are built in _requests.py.
 """
+from contextlib import closing
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import _requests as rq
@@ -71,9 +72,10 @@ class Commands:
         sb = self._sb
         req = rq.exec_(sb.sandbox_id, sb.user_id, cmd, timeout, max_output_bytes)
         acc = ExecAccumulator(on_stdout, on_stderr)
-        for ev in sb.client.stream("Exec", req, timeout=rq.action_deadline(timeout,
-                                                                            request_timeout)):
-            _run(acc.feed(ev))
+        with closing(sb.client.stream("Exec", req,
+                                      timeout=rq.action_deadline(timeout, request_timeout))) as evs:
+            for ev in evs:
+                _run(acc.feed(ev))
         res, pending = acc.finish()
         _run(pending)
         return res
@@ -295,7 +297,9 @@ class Sandbox:
 
         An exception in the code is not raised here: it is .error, and the
         context survives it. Callbacks get output as it streams: on_stdout /
-        on_stderr get str, on_result each Result, on_error the ExecutionError.
+        on_stderr get str, on_result each Result, on_error the ExecutionError;
+        a callback that raises cancels the run (the code is interrupted) and
+        the exception propagates.
         timeout (seconds; None = policy default) is enforced by the server,
         which interrupts the code (.timed_out; .context_restarted if it had
         to restart the interpreter). max_output_bytes lowers the policy's
@@ -306,9 +310,12 @@ class Sandbox:
             timeout = timeout_seconds
         req = rq.run_code(self.sandbox_id, self.user_id, code, context, timeout, max_output_bytes)
         acc = RunCodeAccumulator(on_stdout, on_stderr, on_result, on_error)
-        for ev in self.client.stream("RunCode", req,
-                                     timeout=rq.action_deadline(timeout, request_timeout)):
-            _run(acc.feed(ev))
+        # A callback that raises ends the call: closing the stream cancels
+        # it, and the cancel interrupts the code in the sandbox.
+        with closing(self.client.stream("RunCode", req, timeout=rq.action_deadline(
+                timeout, request_timeout))) as evs:
+            for ev in evs:
+                _run(acc.feed(ev))
         _run(acc.finish())
         return acc.ex
 

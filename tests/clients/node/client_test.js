@@ -39,14 +39,35 @@ const runEnv = {
 };
 let started = false;
 let sg; let addr; let demo; let other;
+const extraRuns = new Set();  // env of every other daemon pair started, until stopped
+
+function runShStop(env) {
+  try {
+    execFileSync(runSh, ['stop'], { env, stdio: ['ignore', 'ignore', 'inherit'], timeout: 30000 });
+  } catch (e) { console.error(`run.sh stop failed: ${e.message}`); }
+}
+
+/** Another host + gateway in tmp/<name>; start() resolves the address. */
+function daemons(name, env = {}) {
+  const e = { ...runEnv, SANDGATE_RUN_DIR: path.join(tmp, name), ...env };
+  return {
+    env: e,
+    start() {
+      extraRuns.add(e);
+      execFileSync(runSh, ['start'], { env: e, stdio: ['ignore', 'ignore', 'pipe'], timeout: 60000 });
+      return `127.0.0.1:${fs.readFileSync(path.join(e.SANDGATE_RUN_DIR, 'gateway.port'), 'utf8').trim()}`;
+    },
+    stop() { runShStop(e); extraRuns.delete(e); },
+  };
+}
 
 function cleanup() {
   if (started) {
     started = false;
-    try {
-      execFileSync(runSh, ['stop'], { env: runEnv, stdio: ['ignore', 'ignore', 'inherit'], timeout: 30000 });
-    } catch (e) { console.error(`run.sh stop failed: ${e.message}`); }
+    runShStop(runEnv);
   }
+  for (const e of extraRuns) runShStop(e);
+  extraRuns.clear();
   if (!process.env.SANDGATE_KEEP_TMP) fs.rmSync(tmp, { recursive: true, force: true });
 }
 process.on('exit', cleanup);
@@ -192,6 +213,35 @@ test('timeout, then the next call works; an interrupt-proof loop restarts the co
   ex = await sb.runCode('import time\nwhile True:\n    try:\n        time.sleep(5)\n    except KeyboardInterrupt:\n        pass\n', { timeout: 1 });
   assert.ok(ex.timedOut && ex.contextRestarted);
   assert.equal((await sb.runCode("'before' in globals()", { timeout: 10 })).text, 'False');
+});
+
+test('a callback that throws cancels the run and interrupts the code', async () => {
+  const sb = await sandbox('cancel');
+  clean(await sb.runCode('before = 7', { timeout: 10 }));
+  await assert.rejects(sb.runCode("print('started', flush=True)\nimport time\ntime.sleep(30)\ndone = True",
+    { timeout: 60, onStdout: () => { throw new RangeError('stop'); } }), RangeError);
+  const t0 = Date.now();
+  const ex = await sb.runCode("(before * 6, 'done' in globals())", { timeout: 40 });
+  assert.equal(ex.text, '(42, False)');
+  assert.ok(Date.now() - t0 < 10000, `the next call waited ${Date.now() - t0} ms: the cancel did not reach the code`);
+});
+
+test('an AbortSignal cancels runCode and commands.run', async () => {
+  const sb = await sandbox('abort');
+  clean(await sb.runCode('before = 7', { timeout: 10 }));
+  const ac = new AbortController();
+  await assert.rejects(sb.runCode("print('started', flush=True)\nimport time\ntime.sleep(30)", {
+    timeout: 60, signal: ac.signal, onStdout: () => ac.abort(new Error('user gave up')),
+  }), /user gave up/);
+  let t0 = Date.now();
+  assert.equal((await sb.runCode('before * 6', { timeout: 40 })).text, '42');
+  assert.ok(Date.now() - t0 < 10000, 'abort did not interrupt the code');
+  const ac2 = new AbortController();
+  setTimeout(() => ac2.abort(new Error('enough')), 300);
+  t0 = Date.now();
+  await assert.rejects(sb.commands.run('sleep 30', { timeout: 60, signal: ac2.signal }), /enough/);
+  assert.ok(Date.now() - t0 < 10000);
+  await assert.rejects(sb.runCode('1', { signal: AbortSignal.abort(new Error('already')) }), /already/);
 });
 
 test('truncation', async () => {
@@ -346,6 +396,13 @@ test('a policy denial carries reason and rule', async () => {
   assert.ok(e.message.includes(e.rule));
 });
 
+test('bad strings are InvalidArgument naming the field', async () => {
+  let e = await rejectsWith(sg.Sandbox.create({ userId: 'bad user', taskId: 'node-bad', client: demo }), sg.InvalidArgument, 'space in user_id');
+  assert.match(e.details, /user_id/);
+  e = await rejectsWith(sg.Sandbox.create({ userId: 'alice', taskId: 't\u0000', client: demo }), sg.InvalidArgument, 'NUL in task_id');
+  assert.match(e.details, /task_id/);
+});
+
 test('a client deadline is Timeout; a dead gateway is Unavailable', async () => {
   const sb = await sandbox('deadline');
   const e = await rejectsWith(sb.runCode('import time\ntime.sleep(20)', { timeout: 20, requestTimeout: 0.5 }), sg.Timeout, 'deadline');
@@ -356,6 +413,77 @@ test('a client deadline is Timeout; a dead gateway is Unavailable', async () => 
     const u = await rejectsWith(sg.Sandbox.list({ userId: 'alice', client: down }), sg.Unavailable, 'dead gateway');
     assert.equal(u.retryable, true);
   } finally { down.close(); }
+});
+
+test('a host restart loses the sandbox: SandboxLost for its owner', async () => {
+  const d = daemons('lost', { SANDGATE_HOST_NAME: `nlost${process.pid}` });
+  try {
+    let a = d.start();
+    let c = new sg.Client({ addr: a, apiKey: DEMO_KEY });
+    const sb = await sg.Sandbox.create({ userId: 'alice', taskId: 'node-lost', client: c });
+    assert.equal((await sb.runCode('1 + 1', { timeout: 10 })).text, '2');
+    c.close();
+    d.stop();
+    a = d.start();  // new ports, same host name and journal
+    c = new sg.Client({ addr: a, apiKey: DEMO_KEY });
+    try {
+      const e = await rejectsWith(sg.Sandbox.connect(sb.sandboxId, { userId: 'alice', client: c }), sg.SandboxLost, 'after restart');
+      assert.ok(e instanceof sg.SandboxNotFound);
+      assert.equal(e.reason, 'SANDBOX_LOST');
+      assert.ok(e.lostAt, JSON.stringify(e.metadata));
+      const bob = await sg.Sandbox.connect(sb.sandboxId, { userId: 'bob', client: c }).catch((x) => x);
+      assert.ok(bob instanceof sg.SandgateError && !(bob instanceof sg.SandboxLost), `bob got ${bob}`);
+    } finally { c.close(); }
+  } finally { d.stop(); }
+});
+
+test('TLS: an API key over TLS, and mTLS without a key (options and environment)', async () => {
+  const pki = path.join(tmp, 'pki');
+  const spiffe = 'spiffe://sandgate.test/agent/node';
+  fs.mkdirSync(pki);
+  const ossl = (...args) => execFileSync('openssl', args, { cwd: pki, stdio: 'ignore', timeout: 60000 });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  ossl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=test-ca',
+    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign');
+  for (const [name, san, usage] of [['server', 'IP:127.0.0.1', 'serverAuth'], ['client', `URI:${spiffe}`, 'clientAuth']]) {
+    ossl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
+    fs.writeFileSync(path.join(pki, `${name}.ext`), `subjectAltName=${san}\nextendedKeyUsage=${usage}\nbasicConstraints=CA:FALSE\n`);
+    ossl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial',
+      '-out', `${name}.crt`, '-days', '2', '-extfile', `${name}.ext`);
+  }
+  fs.symlinkSync('ca.crt', path.join(pki, 'client_ca.crt'));
+  const tlsPolicy = path.join(tmp, 'tls-policy.yaml');
+  fs.writeFileSync(tlsPolicy, `${fs.readFileSync(policy, 'utf8')}  - id: spiffe\n    mtls: ["${spiffe}"]\n    templates: [code-interpreter]\n`);
+  const d = daemons('tls', { SANDGATE_GATEWAY_TLS_DIR: pki, SANDGATE_POLICY: tlsPolicy });
+  const saved = { ...process.env };
+  try {
+    const a = d.start();
+    const ca = path.join(pki, 'ca.crt');
+    assert.equal(await sg.Sandbox.using({ userId: 'alice', taskId: 'node-tls', addr: a, apiKey: DEMO_KEY, rootCertificates: ca },
+      async (sb) => (await sb.runCode('40 + 2', { timeout: 10 })).text), '42');
+    const mtls = new sg.Client({ addr: a, rootCertificates: fs.readFileSync(ca),
+      clientCert: fs.readFileSync(path.join(pki, 'client.crt')), clientKey: path.join(pki, 'client.key') });
+    try {
+      const sb = await sg.Sandbox.create({ userId: 'm', taskId: 'node-mtls', client: mtls });
+      cleanups.push(sb);
+      assert.equal((await sb.runCode("'mtls'", { timeout: 10 })).text, "'mtls'");
+      await rejectsWith(sg.Sandbox.connect(sb.sandboxId, { userId: 'm', addr: a, apiKey: DEMO_KEY, rootCertificates: ca }),
+        sg.SandboxNotFound, "the demo tenant and the mTLS tenant's sandbox");
+      Object.assign(process.env, { SANDGATE_ADDR: a, SANDGATE_CA_FILE: ca, SANDGATE_CERT_FILE: path.join(pki, 'client.crt'),
+        SANDGATE_KEY_FILE: path.join(pki, 'client.key'), SANDGATE_USER: 'm', SANDGATE_API_KEY: '' });
+      assert.ok((await sg.Sandbox.list()).map((s) => s.sandboxId).includes(sb.sandboxId));
+      assert.equal(await sb.kill(), true);
+    } finally { mtls.close(); }
+    for (const k of ['SANDGATE_CA_FILE', 'SANDGATE_CERT_FILE', 'SANDGATE_KEY_FILE']) delete process.env[k];
+    await rejectsWith(sg.Sandbox.list({ addr: a, apiKey: DEMO_KEY, userId: 'alice', tls: true, timeout: 5 }),
+      sg.Unavailable, 'system roots do not know the test CA');
+    await rejectsWith(sg.Sandbox.list({ addr: a, apiKey: DEMO_KEY, userId: 'alice', timeout: 5 }),
+      sg.Unavailable, 'plaintext to a TLS port');
+  } finally {
+    for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+    Object.assign(process.env, saved);
+    d.stop();
+  }
 });
 
 test('ErrorInfo reasons pick the class (an in-process server sends each)', async () => {
