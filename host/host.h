@@ -161,6 +161,7 @@ struct host_template {
     host_zygote *retiring;           /* owned: replaced ones still finishing */
     uint32_t gens;                   /* the last generation started */
     int64_t restart_at_us;           /* a dead zygote's (or failed successor's) retry */
+    int64_t warm_us;                 /* how long the last zygote took to say HELLO */
     int restarts;
     host_sandbox *pool;              /* warm pool, oldest first (sandbox.c) */
 };
