@@ -339,6 +339,10 @@ void host_metrics_oom(const char *template_name);
 void host_metrics_egress(const char *kind, int allow, const char *rule, uint64_t up,
                          uint64_t down);
 
+/* registry.c — the host's entry in etcd (config registry:; a no-op without) */
+int host_registry_start(const char *advertise_default, sg_err *err);
+void host_registry_stop(void);
+
 /* service.c */
 int host_service_register(rpc_server *srv, sg_err *err);
 
