@@ -161,6 +161,7 @@ struct host_template {
     host_zygote *retiring;           /* owned: replaced ones still finishing */
     uint32_t gens;                   /* the last generation started */
     int64_t restart_at_us;           /* a dead zygote's (or failed successor's) retry */
+    int64_t warm_us;                 /* how long the last zygote took to say HELLO */
     int restarts;
     host_sandbox *pool;              /* warm pool, oldest first (sandbox.c) */
 };
@@ -301,6 +302,10 @@ void host_metrics_timeout(const char *kind);   /* "run", "exec" */
 void host_metrics_oom(const char *template_name);
 void host_metrics_egress(const char *kind, int allow, const char *rule, uint64_t up,
                          uint64_t down);
+
+/* registry.c — the host's entry in etcd (config registry:; a no-op without) */
+int host_registry_start(const char *advertise_default, sg_err *err);
+void host_registry_stop(void);
 
 /* service.c */
 int host_service_register(rpc_server *srv, sg_err *err);

@@ -363,6 +363,14 @@ class ErrorsTest(Base):
         self.assertRaisesSg(sandgate.PolicyDenied, sandgate.Sandbox.create, user_id="alice",
                             task_id="py-tmpl", template="no-such-template", client=self.demo)
 
+    def test_bad_strings_are_invalid_argument_naming_the_field(self):
+        e = self.assertRaisesSg(sandgate.InvalidArgument, sandgate.Sandbox.create,
+                                user_id="bad user", task_id="py-bad", client=self.demo)
+        self.assertIn("user_id", e.message)
+        e = self.assertRaisesSg(sandgate.InvalidArgument, sandgate.Sandbox.create,
+                                user_id="alice", task_id="t\x00", client=self.demo)
+        self.assertIn("task_id", e.message)
+
     def test_client_deadline_is_timeout(self):
         sb = self.sandbox()
         e = self.assertRaisesSg(sandgate.Timeout, sb.run_code, "import time\ntime.sleep(20)",

@@ -35,7 +35,7 @@ import inspect
 import io
 import shlex
 import uuid
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional
 
 try:
     from smolagents.local_python_executor import CodeOutput
@@ -127,6 +127,7 @@ class SandgateExecutor(RemotePythonExecutor):
         self.pip_args = list(pip_args)
         self._setup: List[str] = []      # tool/setup cells replayed after a restart
         self._recording = False
+        self.sandbox: Optional[Sandbox] = None  # None once cleaned up
         self._client: Optional[Client] = None   # owned: made here for our own sandbox
         self._create: Optional[Dict[str, Any]] = None  # how to make the sandbox again
         if sandbox is not None:
@@ -153,7 +154,7 @@ class SandgateExecutor(RemotePythonExecutor):
         except BaseException:
             self.cleanup()
             raise
-        self.logger.log("sandgate sandbox %s is running" % self.sandbox.sandbox_id)
+        self.logger.log("sandgate sandbox %s is running" % self._sb.sandbox_id)
 
     # -- the contract ------------------------------------------------------------
 
@@ -165,11 +166,8 @@ class SandgateExecutor(RemotePythonExecutor):
         logs, the exception and its traceback."""
         if self._recording:
             self._setup.append(code)
-        if self.sandbox is None:
-            raise AgentError("sandgate: this executor was cleaned up (its sandbox is killed)",
-                             self.logger)
         try:
-            ex = self.sandbox.run_code(code, timeout=self.timeout,
+            ex = self._sb.run_code(code, timeout=self.timeout,
                                        max_output_bytes=self.max_output_bytes)
         except SandboxNotFound as e:  # also SandboxLost: its host restarted
             self._replace_sandbox(e)  # raises AgentError telling the model
@@ -220,7 +218,7 @@ class SandgateExecutor(RemotePythonExecutor):
                        shlex.quote(PACKAGES_DIR), " ".join(shlex.quote(a) for a in self.pip_args),
                        " ".join(shlex.quote(n) for n in missing)))
             self.logger.log("sandgate: pip install %s" % " ".join(missing))
-            res = self.sandbox.commands.run(cmd, timeout=max(self.timeout or 0, 300))
+            res = self._sb.commands.run(cmd, timeout=max(self.timeout or 0, 300))
             if res.exit_code != 0:
                 raise AgentError("pip install %s failed (exit %d):\n%s" % (
                     " ".join(missing), res.exit_code, (res.stdout + res.stderr)[-4000:]),
@@ -232,9 +230,10 @@ class SandgateExecutor(RemotePythonExecutor):
         """Kill the sandbox (idempotent; errors are logged, not raised)."""
         sb = getattr(self, "sandbox", None)
         self.sandbox = None
+        if sb is None:
+            self._close_client()
+            return
         try:
-            if sb is None:
-                return
             if self._kill:
                 self.logger.log("sandgate: killing sandbox %s" % sb.sandbox_id)
                 sb.kill()
@@ -245,15 +244,15 @@ class SandgateExecutor(RemotePythonExecutor):
         finally:
             self._close_client()
 
-    def _replace_sandbox(self, why: SandgateError) -> None:
+    def _replace_sandbox(self, why: SandgateError) -> NoReturn:
         """The sandbox ended under us (TTL, idle timeout, its host lost it):
         make a new one for the same task, define the tools again and tell
         the model its state is gone. Without the means to (sandbox= given),
         tell it the sandbox is gone."""
-        old = self.sandbox
+        old = self._sb
         if self._create is None:
             raise AgentError("sandgate: the sandbox %s is gone (%s); this executor cannot make "
-                             "another" % (old.sandbox_id, why.reason or why.code.name),
+                             "another" % (old.sandbox_id, why.reason or why),
                              self.logger)
         _log_error(self.logger, "sandgate: sandbox %s ended (%s); making a new one"
                    % (old.sandbox_id, why))
@@ -283,8 +282,15 @@ class SandgateExecutor(RemotePythonExecutor):
 
     # -- helpers -------------------------------------------------------------------
 
+    @property
+    def _sb(self) -> Sandbox:
+        if self.sandbox is None:
+            raise AgentError("sandgate: this executor was cleaned up (its sandbox is killed)",
+                             self.logger)
+        return self.sandbox
+
     def _run_setup(self, code: str) -> None:
-        ex = self.sandbox.run_code(code, timeout=self.timeout or 60)
+        ex = self._sb.run_code(code, timeout=self.timeout or 60)
         if ex.error is not None:
             raise AgentError("sandgate: setup failed: %s: %s" % (ex.error.name, ex.error.value),
                              self.logger)
@@ -293,7 +299,7 @@ class SandgateExecutor(RemotePythonExecutor):
 
     def _replay_setup(self) -> None:
         for code in list(self._setup):
-            ex = self.sandbox.run_code(code, timeout=self.timeout or 60)
+            ex = self._sb.run_code(code, timeout=self.timeout or 60)
             if ex.error is not None:
                 _log_error(self.logger, "sandgate: re-running setup after a restart failed: "
                            "%s: %s" % (ex.error.name, ex.error.value))
@@ -301,7 +307,7 @@ class SandgateExecutor(RemotePythonExecutor):
     def _not_importable(self, names: List[str]) -> List[str]:
         if not names:
             return []
-        ex = self.sandbox.run_code("import importlib.util as _sg_u\n"
+        ex = self._sb.run_code("import importlib.util as _sg_u\n"
                                    "[n for n in %r if _sg_u.find_spec(n) is None]" % names,
                                    timeout=30)
         if ex.error is not None or ex.text is None:
@@ -312,7 +318,7 @@ class SandgateExecutor(RemotePythonExecutor):
     def _final_answer(self, value: str) -> Any:
         if value.endswith(_CUT_MARK):  # cut by the runtime: the hook kept it whole
             try:
-                value = self.sandbox.files.read(_FINAL_FILE)
+                value = str(self._sb.files.read(_FINAL_FILE))
             except SandgateError as e:
                 raise AgentError("sandgate: the final answer was cut and could not be read "
                                  "back: %s" % e, self.logger)

@@ -396,6 +396,13 @@ test('a policy denial carries reason and rule', async () => {
   assert.ok(e.message.includes(e.rule));
 });
 
+test('bad strings are InvalidArgument naming the field', async () => {
+  let e = await rejectsWith(sg.Sandbox.create({ userId: 'bad user', taskId: 'node-bad', client: demo }), sg.InvalidArgument, 'space in user_id');
+  assert.match(e.details, /user_id/);
+  e = await rejectsWith(sg.Sandbox.create({ userId: 'alice', taskId: 't\u0000', client: demo }), sg.InvalidArgument, 'NUL in task_id');
+  assert.match(e.details, /task_id/);
+});
+
 test('a client deadline is Timeout; a dead gateway is Unavailable', async () => {
   const sb = await sandbox('deadline');
   const e = await rejectsWith(sb.runCode('import time\ntime.sleep(20)', { timeout: 20, requestTimeout: 0.5 }), sg.Timeout, 'deadline');
