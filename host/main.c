@@ -21,6 +21,7 @@
 #include "host/contain/contain.h"
 #include "host/files.h"
 #include "host/host.h"
+#include "host/reaper.h"
 #include "rpc/health.h"
 #include "rpc/metrics_http.h"
 #include "rpc/reflection.h"
@@ -248,7 +249,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
     }
-    if (host_files_start(&err) != 0) {
+    if (host_files_start(&err) != 0 || host_reaper_start(&err) != 0) {
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
     }
@@ -299,6 +300,7 @@ int main(int argc, char **argv)
     rpc_health_set_serving(0);
     host_registry_stop();   /* gateways stop placing here at once */
     kill_all();
+    host_reaper_stop();  /* after kill_all: its last signals go out */
     host_files_stop();   /* file calls in flight answer; the rest get UNAVAILABLE */
     rpc_metrics_http_stop();
     rpc_server_shutdown(H.srv);
