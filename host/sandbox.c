@@ -251,6 +251,9 @@ char *host_sandbox_env(const Sandgate__V1__HostCreateRequest *req)
                                     {"HOME", "/workspace"},
                                     {"LANG", "C.UTF-8"},
                                     {"MPLBACKEND", "Agg"},
+                                    /* matplotlib's config/cache dir (font list):
+                                     * writable and per sandbox, not the workspace */
+                                    {"MPLCONFIGDIR", "/tmp/.cache/matplotlib"},
                                     {"TMPDIR", "/tmp"}};
     for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
         json_kv(&buf, &len, &cap, &first, base[i][0], base[i][1], strlen(base[i][1]));
