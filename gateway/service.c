@@ -277,6 +277,13 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
     add_egress(r, req, p);
     tenancy_dedupe_key(scope, r->id.tenant, r->id.user, req->task_id, p->dedupe, sizeof p->dedupe);
     r->host = create_host(r, holder, p->dedupe, silent, &e);
+    if (!r->host && e.code == SG_EUNAVAIL) {
+        /* No serving host for this create: an agent's retry can succeed. */
+        rpc_call_fail_info(r->in, GRPC_STATUS_UNAVAILABLE, e.msg, "HOST_UNAVAILABLE", NULL, 0);
+        gw_req_free(r);
+        wipe_parts(p);
+        return;
+    }
     if (!r->host || tenancy_new_sandbox_id(r->host->name, p->id, sizeof p->id, &e) != 0) {
         gw_req_fail(r, &e);
         wipe_parts(p);

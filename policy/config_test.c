@@ -92,7 +92,8 @@ static void test_local_host(void **state)
     assert_string_equal(t->python, "/usr/bin/python3");
     assert_int_equal(t->n_preload, 2);
     assert_string_equal(t->preload[1], "pandas");
-    assert_int_equal(t->n_ro_binds, 4);
+    assert_int_equal(t->n_ro_binds, 6);
+    assert_string_equal(t->ro_binds[5], "/etc/fonts");
     assert_string_equal(t->ro_binds[3], "/etc/ld.so.cache");
     assert_int_equal(t->n_symlinks, 4);
     assert_string_equal(t->symlinks[0], "usr/bin:/bin");

@@ -292,6 +292,23 @@ static const ProtobufCMessageDescriptor *const host_requests[] = {
     &sandgate__v1__read_file_request__descriptor,
 };
 
+/* Every method of each service has rules for its input: a new RPC without
+ * a row would be refused (fail closed) in production. */
+static void test_every_method_has_rules(void **state)
+{
+    const ProtobufCServiceDescriptor *svc[] = {&sandgate__v1__sandboxes__descriptor,
+                                               &sandgate__v1__host__descriptor};
+    const rpc_rules *(*find[])(const ProtobufCMessageDescriptor *) = {gw_rules_for,
+                                                                      host_rules_for};
+    for (int s = 0; s < 2; s++)
+        for (unsigned i = 0; i < svc[s]->n_methods; i++)
+            if (!find[s](svc[s]->methods[i].input))
+                fail_msg("%s/%s: no rules for %s", svc[s]->name, svc[s]->methods[i].name,
+                         svc[s]->methods[i].input->name);
+    /* and the tables the every-field tests walk are those services' inputs */
+    assert_int_equal(svc[0]->n_methods, sizeof public_requests / sizeof public_requests[0]);
+}
+
 static void test_gateway_every_field(void **state)
 {
     /* create 9 (template user_id task_id env.key env.value egress.host secrets
@@ -581,6 +598,7 @@ static void test_host_create_shape(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_method_has_rules),
         cmocka_unit_test(test_gateway_every_field), cmocka_unit_test(test_host_every_field),
         cmocka_unit_test(test_std_every_field),
         cmocka_unit_test(test_named_rows),          cmocka_unit_test(test_malformed),
