@@ -260,6 +260,8 @@ void host_sandbox_fail_create(host_sandbox *sb, int code, const char *msg);
 host_sandbox *host_pool_take(host_template *t, const Sandgate__V1__HostCreateRequest *req);
 int host_pool_activate(host_sandbox *sb, host_template *t,
                        const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err);
+/* 0; -1 (the sandbox is gone: a retry takes another); -2 the message is too
+ * big for the socket (the same on every retry) */
 int host_pool_send_activation(host_sandbox *sb);
 void host_pool_unlink(host_sandbox *sb);
 void host_pool_wipe_activation(host_sandbox *sb);
