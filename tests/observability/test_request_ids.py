@@ -13,9 +13,7 @@ Env: SANDGATE_BUILD (build dir with bin/). Run with /usr/bin/python3.
 """
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
