@@ -233,5 +233,36 @@ def _warn(text):
         pass
 
 
+class _IPythonFinder:
+    """sys.meta_path entry: when IPython.core.display_functions is first
+    imported, its display() becomes ours, so `from IPython.display import
+    display, HTML` (as notebook code writes it) sends results instead of
+    printing reprs (what IPython does without a running shell). Its HTML,
+    SVG, JSON, Markdown, Image objects have _repr_*_ methods and need nothing
+    more."""
+
+    _NAME = "IPython.core.display_functions"
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self._NAME:
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        inner = spec.loader.exec_module
+
+        def exec_module(module):
+            inner(module)
+            module.display = display
+        spec.loader.exec_module = exec_module
+        return spec
+
+
 # Every cell can call display() without importing anything, as in Jupyter.
 builtins.display = display
+if not any(isinstance(f, _IPythonFinder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _IPythonFinder())
+_ipd = sys.modules.get(_IPythonFinder._NAME)   # a template that preloads IPython
+if _ipd is not None:
+    _ipd.display = display

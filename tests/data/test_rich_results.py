@@ -8,7 +8,8 @@ plt.show() or a figure as the last value comes back as a PNG; a DataFrame
 as text/html and text/plain; display() of several objects gives several
 results in order; _repr_html_/_repr_svg_/_repr_json_ give those MIME types;
 a result larger than one frame arrives whole; a result over the run's
-output cap is dropped with a notice the agent sees (and End says so).
+output cap is dropped with a notice the agent sees (and End says so);
+IPython.display's display() sends results too.
 
 Prints figures (time to the first and a later chart, PNG sizes).
 Env: SANDGATE_BUILD; SANDGATE_KEEP_TMP=1 keeps the daemon logs.
@@ -149,7 +150,8 @@ class Data(unittest.TestCase):
         later = time.monotonic() - t0
         self.assertIsNone(error)
         self.assertEqual(len(results), 1)
-        sys.stderr.write("chart: first in the sandbox (import included) %.2f s, later %.2f s; "
+        sys.stderr.write("chart RunCode round trip: first plt.show() %.2f s (pyplot imported by test_01), "
+                         "later %.2f s; "
                          "PNG %d bytes (%dx%d), bar chart %d bytes\n"
                          % (first, later, len(reps["image/png"]), w, h,
                             len(self.reps(results[0])["image/png"])))
@@ -268,6 +270,18 @@ class Data(unittest.TestCase):
         self.assertEqual(end.results_dropped, 2)
         self.assertTrue(end.truncated)
         self.assertGreater(end.output_bytes_total, 20000)
+
+    def test_09_ipython_display_sends_results(self):
+        if importlib.util.find_spec("IPython") is None:
+            self.skipTest("IPython not installed")
+        code = ("from IPython.display import display, HTML, Markdown\n"
+                "display(HTML('<p>hi</p>'), Markdown('*m*'))\n")
+        out, _, error, _, results, _ = self.run_code(code)
+        self.assertIsNone(error, error and error.traceback)
+        self.assertEqual(out, "")    # not IPython's shell-less print()
+        self.assertEqual(len(results), 2)
+        self.assertEqual(self.reps(results[0])["text/html"], b"<p>hi</p>")
+        self.assertEqual(self.reps(results[1])["text/markdown"], b"*m*")
 
 
 if __name__ == "__main__":
