@@ -423,17 +423,21 @@ static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t
         }
     /* A host that is down is named, so the caller knows the answer is partial. */
     char *unreachable[GW_MAX_HOSTS];
-    size_t n_unreachable = 0;
-    for (size_t i = 0; i < n_parts && i < GW_MAX_HOSTS; i++)
+    size_t n_unreachable = 0, n_present = 0;
+    for (size_t i = 0; i < n_parts && i < GW_MAX_HOSTS; i++) {
+        if (!atomic_load(&G.hosts[i].present))
+            continue;   /* an empty registry slot */
+        n_present++;
         if (!parts[i])
             unreachable[n_unreachable++] = G.hosts[i].name;
+    }
     Sandgate__V1__ListSandboxesResponse out;
     sandgate__v1__list_sandboxes_response__init(&out);
     out.n_sandboxes = n;
     out.sandboxes = items;
     out.n_unreachable_hosts = n_unreachable;
     out.unreachable_hosts = unreachable;
-    if (n_parts > 0 && n_unreachable == n_parts)
+    if (n_present > 0 && n_unreachable == n_present)
         gw_fail_host_unavailable(r->in);
     else
         rpc_call_reply(r->in, &out.base);

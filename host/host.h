@@ -62,8 +62,9 @@ typedef struct host_action {
 /* Representations of one result the host keeps at most (more are dropped). */
 #define HOST_RESULT_REPS 16
 /* The largest result the host forwards, whatever the cap: one RunCode event
- * must stay under a default gRPC client's 4 MiB receive limit. */
-#define HOST_RESULT_MAX ((4u << 20) - (64u << 10))
+ * carries it twice at most (Result.data repeats one representation for older
+ * clients) and must stay under a default gRPC client's 4 MiB receive limit. */
+#define HOST_RESULT_MAX ((2u << 20) - (32u << 10))
 
 /* A result being received from the context: 'b', then per representation
  * 'k' chunks and an 'r', then 'f' (host/runtime/PROTOCOL.md section 4). */
@@ -259,6 +260,8 @@ void host_sandbox_fail_create(host_sandbox *sb, int code, const char *msg);
 host_sandbox *host_pool_take(host_template *t, const Sandgate__V1__HostCreateRequest *req);
 int host_pool_activate(host_sandbox *sb, host_template *t,
                        const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err);
+/* 0; -1 (the sandbox is gone: a retry takes another); -2 the message is too
+ * big for the socket (the same on every retry) */
 int host_pool_send_activation(host_sandbox *sb);
 void host_pool_unlink(host_sandbox *sb);
 void host_pool_wipe_activation(host_sandbox *sb);

@@ -136,7 +136,7 @@ static void finish(host_run *r, const host_sandbox *sb)
     Sandgate__V1__Representation *rep_ptrs[HOST_RESULT_REPS];
     char *dropped[HOST_RESULT_REPS + 1];
     uint8_t *owned[HOST_RESULT_REPS];
-    size_t n_kept = 0, n_dropped = 0, dropped_bytes = 0, n_owned = 0;
+    size_t n_kept = 0, n_dropped = 0, n_owned = 0, sent = 0;
     char dropped_list[512] = "";
     size_t dl = 0;
     for (size_t i = 0; i < res->n_reps; i++) {
@@ -147,7 +147,10 @@ static void finish(host_run *r, const host_sandbox *sb)
             red = host_redact_all(sb, rp->data, rp->len, &red_n);
         /* All or nothing per representation: half a PNG is no use. */
         uint64_t left = a->output_sent < a->max_output ? a->max_output - a->output_sent : 0;
-        int fits = red && red_n <= left;
+        /* Redaction may lengthen it a little: keep the event under the limit. */
+        int fits = red && red_n <= left && sent + red_n <= HOST_RESULT_MAX;
+        if (fits)
+            sent += red_n;
         a->output_total += red_n;
         if (fits) {
             a->output_sent += red_n;
@@ -162,7 +165,6 @@ static void finish(host_run *r, const host_sandbox *sb)
             free(red);
             a->truncated = 1;
             dropped[n_dropped++] = rp->mime;
-            dropped_bytes += red_n;
             char hb[32];
             if (dl < sizeof dropped_list - 1)
                 dl += (size_t)snprintf(dropped_list + dl, sizeof dropped_list - dl, "%s%s (%s)",

@@ -586,7 +586,11 @@ static void handle_sup_msg(host_sandbox *sb, char *msg, int *fds, int nfds)
             sb->pidfd = (int)syscall(SYS_pidfd_open, sb->pid, 0);
     } else if (strcmp(verb, "POOLED") == 0 && sb->state == SB_CREATING && !sb->pool_ready) {
         sb->pool_ready = 1;
-        if (sb->activate_json && host_pool_send_activation(sb) != 0)
+        int arc = sb->activate_json ? host_pool_send_activation(sb) : 0;
+        if (arc == -2)   /* see host_pool_activate */
+            host_sandbox_fail_create(sb, SG_EINVAL, "env: too large for this host to pass to the "
+                                     "sandbox; send a smaller environment");
+        else if (arc != 0)
             host_sandbox_fail_create(sb, SG_EINTERNAL, "could not activate the pooled sandbox");
         return;
     } else if (strcmp(verb, "READY") == 0) {

@@ -395,10 +395,17 @@ static int send_zygote(host_zygote *z, const char *msg, size_t len, const int *f
     cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
     memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
     if (sendmsg(z->sock.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+        int e = errno;
         /* errno text is for the log; the caller (relayed to the agent) gets
          * what it can act on */
         fprintf(stderr, "sandgate-host: sendmsg(zygote %s): %s\n", z->t->cfg->name,
-                strerror(errno));
+                strerror(e));
+        /* Too big for the socket: the same message fails on every retry
+         * (host/rules.c bounds the env below the default buffer; a host with
+         * a smaller net.core.wmem_default can still get here). */
+        if (e == EMSGSIZE)
+            return sg_err_set(err, SG_EINVAL, "env: too large for this host to pass to the "
+                              "sandbox (a %zu-byte message); send a smaller environment", len);
         return sg_err_set(err, SG_EUNAVAIL, "template %s is restarting; retry", z->t->cfg->name);
     }
     return 0;

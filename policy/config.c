@@ -186,6 +186,9 @@ static void gw_hosts(cctx *c, const ynode *l, config_gateway *g)
         pol_err(&c->d, l, "hosts", "expected at least one host");
 }
 
+static void parse_registry(cctx *c, const ynode *m, config_registry *r, int is_host);
+static void registry_cleanup(config_registry *r);
+
 int config_gateway_load(const char *path, config_gateway *out, policy_errors *errs)
 {
     memset(out, 0, sizeof *out);
@@ -196,7 +199,7 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
         return SG_EINVAL;
     }
     static const char *const keys[] = {"listen", "policy", "audit_log", "threads", "tls", "hosts",
-                                       "metrics_listen", NULL};
+                                       "metrics_listen", "registry", NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
     if (out->listen)
@@ -215,10 +218,15 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
     out->threads = (int)threads;
     if (ymap_get(root, "tls"))
         gw_tls(&c, ymap_get(root, "tls"), out);
-    if (!ymap_get(root, "hosts"))
-        pol_err(&c.d, root, "", "missing key 'hosts'");
-    else
+    if (ymap_get(root, "registry"))
+        parse_registry(&c, ymap_get(root, "registry"), &out->registry, 0);
+    if (ymap_get(root, "registry") && ymap_get(root, "hosts"))
+        pol_err(&c.d, ymap_get(root, "hosts"), "hosts",
+                "a static host list and a registry exclude each other; keep one");
+    else if (ymap_get(root, "hosts"))
         gw_hosts(&c, ymap_get(root, "hosts"), out);
+    else if (!ymap_get(root, "registry"))
+        pol_err(&c.d, root, "", "missing key 'hosts' (or 'registry')");
     int r = close_tree(&c);
     if (r < 0)
         config_gateway_cleanup(out);
@@ -227,6 +235,7 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
 
 void config_gateway_cleanup(config_gateway *g)
 {
+    registry_cleanup(&g->registry);
     free(g->listen);
     free(g->metrics_listen);
     free(g->policy_path);
@@ -355,8 +364,11 @@ static void parse_registry(cctx *c, const ynode *m, config_registry *r, int is_h
         return;
     ymap_check(&c->d, m, "registry", is_host ? host_keys : gw_keys);
     r->endpoints = str_list(c, m, "registry", "etcd", &r->n_endpoints, endpoint_ok);
-    if (!ymap_get(m, "etcd") || r->n_endpoints == 0)
+    const ynode *eps = ymap_get(m, "etcd");
+    if (!eps)
         pol_err(&c->d, m, "registry", "missing key 'etcd', expected a list of endpoints");
+    else if (eps->n == 0)
+        pol_err(&c->d, eps, "registry.etcd", "expected at least one endpoint");
     r->prefix = opt_str(c, m, "registry", "prefix", "/sandgate/");
     if (r->prefix && (r->prefix[0] != '/' || r->prefix[strlen(r->prefix) - 1] != '/' ||
                       strlen(r->prefix) > 128))

@@ -13,6 +13,9 @@
  *     cert: server.pem
  *     key: server.key
  *     client_ca: ca.pem
+ *   registry:                      # instead of hosts: the hosts that registered in
+ *     etcd: ["10.0.0.1:2379"]      # etcd under <prefix>hosts/ (see the host file)
+ *     prefix: /sandgate/
  *   hosts:
  *     - name: local                # [a-z0-9]{1,16}, unique; part of sandbox ids
  *       address: "127.0.0.1:7444"
@@ -76,6 +79,7 @@ typedef struct config_registry {
 #define CONFIG_LEASE_TTL_DEFAULT 5
 
 typedef struct config_gateway {
+    config_registry registry;   /* n_endpoints 0: the static `hosts` list */
     char *listen;
     char *metrics_listen;  /* NULL = no metrics listener */
     char *policy_path;     /* absolute after load */

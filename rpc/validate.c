@@ -51,6 +51,17 @@ static size_t utf8_seq(const uint8_t *s, size_t n, uint32_t *cp)
     return len;
 }
 
+/* A non-ASCII code point an id may not hold: C1 controls, Unicode spaces
+ * and the invisible format characters (zero-width, bidi overrides, BOM)
+ * that would make two ids look the same in a log or a console. */
+static int id_invisible(uint32_t cp)
+{
+    return cp <= 0x9f || cp == 0xa0 || cp == 0xad || cp == 0x1680 || cp == 0x180e ||
+           (cp >= 0x2000 && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202f) ||
+           (cp >= 0x205f && cp <= 0x206f) || cp == 0x3000 || cp == 0xfeff ||
+           (cp >= 0xfff9 && cp <= 0xfffb);
+}
+
 /* What is wrong with s[0..n) under cs, or NULL. */
 static const char *string_problem(rpc_charset cs, const uint8_t *s, size_t n)
 {
@@ -68,7 +79,7 @@ static const char *string_problem(rpc_charset cs, const uint8_t *s, size_t n)
         size_t k = utf8_seq(s + i, n - i, &cp);
         if (!k)
             return "not valid UTF-8";
-        bad_id |= id && cp <= 0x9f;   /* C1 controls U+0080-U+009F */
+        bad_id |= id && id_invisible(cp);
         i += k;
     }
     switch (cs) {

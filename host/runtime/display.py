@@ -35,7 +35,7 @@ _REPR_METHODS = (
 # Binary types: a str for one of them is base64 (the IPython convention).
 _BINARY = frozenset(("image/png", "image/jpeg", "image/gif", "application/pdf"))
 _MIME_MAX = 127      # the host reads at most 128 bytes of a MIME type
-REP_MAX = 32 << 20   # the host never forwards a result larger than 4 MiB
+REP_MAX = 32 << 20   # the host never forwards a result larger than 2 MiB
 
 # The Publisher of the context's current run; display() and plt.show() send
 # through it. Set by notebook.py at the start of every run (the zygote's and

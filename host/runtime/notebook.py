@@ -111,7 +111,9 @@ class Notebook:
         while tb is not None and tb.tb_frame.f_code.co_filename in _RUNTIME_FILES:
             tb = tb.tb_next
         try:
-            text = "".join(traceback.format_exception(type(e), e, tb))
+            te = traceback.TracebackException(type(e), e, tb)
+            _drop_runtime_frames(te)
+            text = "".join(te.format())
         except BaseException:
             text = "%s\n" % type(e).__name__
         try:
@@ -139,6 +141,20 @@ class Notebook:
                 mplinline.close_all()
             except BaseException:
                 pass
+
+
+def _drop_runtime_frames(te, seen=None):
+    """Take the runtime's frames out of a traceback and of the exceptions
+    chained to it: display() and plt.show() called from a cell run runtime
+    code between the user's frames, and its file paths are the host's."""
+    seen = set() if seen is None else seen
+    while te is not None and id(te) not in seen:
+        seen.add(id(te))
+        te.stack = traceback.StackSummary.from_list(
+            [f for f in te.stack if f.filename not in _RUNTIME_FILES])
+        if te.__cause__ is not None:
+            _drop_runtime_frames(te.__cause__, seen)
+        te = te.__context__
 
 
 def _semicolon_after(text, expr):

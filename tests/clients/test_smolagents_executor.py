@@ -37,7 +37,10 @@ import smolagents  # noqa: E402  (the stand-in)
 from sandgate.smolagents import SandgateExecutor  # noqa: E402
 
 DEMO_KEY = "sg-demo-key-0001"
-D = pyvenv.Daemons(TMP)
+# pip in a sandbox (1 CPU) can take past the local policy's 30 s action
+# limit on a loaded machine.
+D = pyvenv.Daemons(TMP, pyvenv.local_policy().replace("action_timeout: 30s",
+                                                      "action_timeout: 180s"))
 
 
 def setUpModule():

@@ -17,12 +17,15 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgreg import Etcd, free_port, read, wait  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RUN_SH = os.path.join(REPO, "deploy", "local", "run.sh")
@@ -31,56 +34,21 @@ TTL = 2
 S = {}
 
 
-def read(path):
-    with open(path) as f:
-        return f.read().strip()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def start_etcd():
-    S["etcd"] = subprocess.Popen(
-        ["etcd", "--name", "r0", "--data-dir", os.path.join(S["tmp"], "etcd"),
-         "--listen-client-urls", "http://%s" % S["ep"], "--advertise-client-urls",
-         "http://%s" % S["ep"], "--listen-peer-urls", "http://127.0.0.1:%d" % S["peer"],
-         "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % S["peer"],
-         "--initial-cluster", "r0=http://127.0.0.1:%d" % S["peer"]],
-        stdout=open(os.path.join(S["tmp"], "etcd.log"), "a"), stderr=subprocess.STDOUT)
-    wait(lambda: ctl("put", "/ready", "1").returncode == 0, "etcd to start", 20)
+    S["etcd"].start()
 
 
 def stop_etcd():
-    p = S.pop("etcd", None)
-    if p and p.poll() is None:
-        p.kill()
-        p.wait()
+    S["etcd"].stop()
 
 
 def ctl(*args):
-    return subprocess.run(["etcdctl", "--endpoints=" + S["ep"], "--command-timeout=2s"] +
-                          list(args), env=dict(os.environ, ETCDCTL_API="3"),
-                          capture_output=True, text=True, timeout=10)
+    return S["etcd"].ctl(*args)
 
 
 def entry():
     r = ctl("get", S["key"], "--print-value-only")
     return json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else None
-
-
-def wait(pred, what, timeout=10):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        v = pred()
-        if v:
-            return time.monotonic() - t0
-        time.sleep(0.05)
-    raise AssertionError("timed out after %.1f s waiting for %s" % (timeout, what))
 
 
 def run_sh(cmd, check=True):
@@ -111,8 +79,8 @@ def host_pid():
 def setUpModule():
     S["tmp"] = tmp = tempfile.mkdtemp(prefix="sandgate-registry-")
     unittest.addModuleCleanup(shutil.rmtree, tmp, ignore_errors=True)
-    S["ep"] = "127.0.0.1:%d" % free_port()
-    S["peer"] = free_port()
+    S["etcd"] = Etcd(tmp)
+    S["ep"] = S["etcd"].ep
     unittest.addModuleCleanup(stop_etcd)
     start_etcd()
     prefix = "/sgtest-%s/" % uuid.uuid4().hex[:8]

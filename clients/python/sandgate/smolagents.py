@@ -214,15 +214,17 @@ class SandgateExecutor(RemotePythonExecutor):
         missing = self._not_importable(names)
         if missing:
             cmd = ("PIP_DISABLE_PIP_VERSION_CHECK=1 python3 -m pip install --no-input "
-                   "--no-cache-dir --target %s %s %s" % (
+                   "--no-cache-dir --no-compile --target %s %s %s" % (
                        shlex.quote(PACKAGES_DIR), " ".join(shlex.quote(a) for a in self.pip_args),
                        " ".join(shlex.quote(n) for n in missing)))
             self.logger.log("sandgate: pip install %s" % " ".join(missing))
             res = self._sb.commands.run(cmd, timeout=max(self.timeout or 0, 300))
             if res.exit_code != 0:
-                raise AgentError("pip install %s failed (exit %d):\n%s" % (
-                    " ".join(missing), res.exit_code, (res.stdout + res.stderr)[-4000:]),
-                    self.logger)
+                how = ("ran past the action time limit and was killed" if res.timed_out
+                       else "was killed by signal %d" % res.signal if res.signal
+                       else "failed (exit %d)" % res.exit_code)
+                raise AgentError("pip install %s %s:\n%s" % (
+                    " ".join(missing), how, (res.stdout + res.stderr)[-4000:]), self.logger)
             self._run_setup(_SETUP_CODE % {"dir": PACKAGES_DIR})
         return list(additional_imports or ())
 
