@@ -162,6 +162,7 @@ def run_one(build, label, rotate, n, pss, tmp):
             log = f.read()
     finally:
         subprocess.run([run_sh, "stop"], env=env, capture_output=True, timeout=60)
+    served = sorted(int(x) for x in re.findall(r"retires after (\d+) sandboxes", log))
     ready = [float(x) for x in re.findall(r"ready \(generation (?:[2-9]|\d\d+), (\d+) ms\)", log)]
     wins = s.windows(WINDOW_TAIL_S)
     during, outside = {}, {}
@@ -174,7 +175,7 @@ def run_one(build, label, rotate, n, pss, tmp):
     peak = max(s.samples, key=lambda x: (x[1], x[2])) if s.samples else None
     return {"label": label, "rotate": rotate, "bench": r.stdout + r.stderr, "rc": r.returncode,
             "rotations": len(re.findall(r"serves; generation", log)),
-            "ready_ms": sorted(ready), "peak": peak, "single": s.single,
+            "ready_ms": sorted(ready), "served": served, "peak": peak, "single": s.single,
             "during": during, "outside": outside,
             "overlap_s": sum(min(b - WINDOW_TAIL_S, s.samples[-1][0]) - a for a, b in wins)}
 
@@ -214,6 +215,9 @@ def main():
                                 "min %.0f, median %.0f, max %.0f" % (rm[0], pct(rm, 50), rm[-1])))
                 if res["rotations"]:
                     lines.append("    two zygotes at once for %.1f s in all" % res["overlap_s"])
+                    sv = res["served"]
+                    lines.append("    sandboxes a retired generation served (bound %d): "
+                                 "min %d, median %d, max %d" % (rot, sv[0], pct(sv, 50), sv[-1]))
                 if res["single"]:
                     z = res["single"]
                     lines.append("    one zygote: PSS %s, RSS %s, anonymous %s"

@@ -123,10 +123,10 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
     size_t n_md = rpc_call_trace_md(in, md);
     if (opts->stream) {
         static const rpc_fwd_cbs cbs = {on_host_message, on_host_done};
-        rc = rpc_fwd_start(h->channel, cq, rpc_call_grpc(in), method, deadline, md, n_md,
+        rc = rpc_fwd_start(gw_host_channel(h), cq, rpc_call_grpc(in), method, deadline, md, n_md,
                            rpc_pack(req), &cbs, f, &err) ? 0 : -1;
     } else {
-        rc = rpc_unary_start(h->channel, cq, rpc_call_grpc(in), method, deadline, md, n_md,
+        rc = rpc_unary_start(gw_host_channel(h), cq, rpc_call_grpc(in), method, deadline, md, n_md,
                              rpc_pack(req), on_host_reply, f, &err);
     }
     if (rc != 0) {

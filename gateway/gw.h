@@ -15,9 +15,16 @@
 #define GW_MAX_HOSTS 64
 
 typedef struct gw_host {
-    char *name;                 /* borrowed from the config */
-    char *address;
-    grpc_channel *channel;      /* owned */
+    /* Static mode: every field set before serving. Registry mode
+     * (registry.c): a slot is filled once, then `present` is set; name never
+     * changes after that, address and channel may be replaced (atomically;
+     * the old ones are retired, never freed while the process runs, since a
+     * call in flight may hold them). */
+    char *name;                 /* borrowed from the config, or owned (registry) */
+    char *address;              /* likewise; read with gw_host_address */
+    grpc_channel *channel;      /* owned; read with gw_host_channel */
+    atomic_int present;         /* the slot is in use */
+    atomic_int registered;      /* registry mode: the host's entry exists in etcd */
     atomic_int serving;         /* GW_HOST_*: health.c writes, anyone reads */
     atomic_int checking;        /* health.c: a Check is in flight */
     int misses;                 /* health.c only: Checks in a row past their deadline */
@@ -66,6 +73,19 @@ void gw_health_stop(void);
 
 /* router.c */
 int gw_hosts_connect(sg_err *err);
+static inline grpc_channel *gw_host_channel(const gw_host *h)
+{
+    return __atomic_load_n(&h->channel, __ATOMIC_ACQUIRE);
+}
+static inline const char *gw_host_address(const gw_host *h)
+{
+    return __atomic_load_n(&h->address, __ATOMIC_ACQUIRE);
+}
+
+/* registry.c — registry mode (config registry:): the host table follows
+ * etcd's <prefix>hosts/ entries, read at start and then watched. */
+int gw_registry_start(sg_err *err);
+void gw_registry_stop(void);
 gw_host *gw_host_by_name(const char *name);
 /* The highest-scoring SERVING host for a dedupe key (rendezvous hashing by
  * host name); NULL when no host is serving. avoid (optional, per G.hosts

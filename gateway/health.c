@@ -33,7 +33,8 @@ static int health_running;
 
 int gw_host_serving(const gw_host *h)
 {
-    return h && atomic_load(&h->serving) == GW_HOST_SERVING;
+    return h && atomic_load(&h->present) && atomic_load(&h->registered) &&
+           atomic_load(&h->serving) == GW_HOST_SERVING;
 }
 
 static int64_t now_ms(void)
@@ -48,7 +49,7 @@ static void set_state(gw_host *h, int state, const char *why)
     int old = atomic_exchange(&h->serving, state);
     if (old != state)
         /* The log may name the address; public messages never do. */
-        fprintf(stderr, "sandgate: host %s (%s): %s%s%s\n", h->name, h->address,
+        fprintf(stderr, "sandgate: host %s (%s): %s%s%s\n", h->name, gw_host_address(h),
                 state == GW_HOST_SERVING ? "SERVING" : "NOT_SERVING", why[0] ? ": " : "", why);
 }
 
@@ -91,7 +92,7 @@ static void check_start(gw_host *h)
     req.service = "sandgate.v1.Host";
     sg_err e;
     atomic_store(&h->checking, 1);
-    if (rpc_unary_start(h->channel, health_cq, NULL, "/grpc.health.v1.Health/Check",
+    if (rpc_unary_start(gw_host_channel(h), health_cq, NULL, "/grpc.health.v1.Health/Check",
                         rpc_deadline_in(GW_HEALTH_DEADLINE_MS / 1000.0), NULL, 0,
                         rpc_pack(&req.base), on_check_done, h, &e) != 0) {
         set_state(h, GW_HOST_NOT_SERVING, e.msg);
@@ -125,7 +126,7 @@ static void report_start(gw_host *h, int64_t now)
     sg_err e;
     h->next_report_ms = now + GW_LOAD_REPORT_MS;
     h->reporting = 1;
-    if (rpc_unary_start(h->channel, health_cq, NULL, "/sandgate.v1.Host/ListSandboxes",
+    if (rpc_unary_start(gw_host_channel(h), health_cq, NULL, "/sandgate.v1.Host/ListSandboxes",
                         rpc_deadline_in(GW_LOAD_REPORT_MS / 1000.0), NULL, 0, rpc_pack(&req.base),
                         on_report_done, h, &e) != 0)
         h->reporting = 0;
@@ -144,6 +145,8 @@ static void *health_main(void *arg)
         if (!stopping && t >= next) {
             for (size_t i = 0; i < G.n_hosts; i++) {
                 gw_host *h = &G.hosts[i];
+                if (!atomic_load(&h->present))
+                    continue;   /* an empty registry slot */
                 if (!atomic_load(&h->checking))
                     check_start(h);
                 if (!h->reporting && t >= h->next_report_ms && gw_host_serving(h))
@@ -177,7 +180,8 @@ int gw_health_start(sg_err *err)
     for (;;) {
         int pending = 0;
         for (size_t i = 0; i < G.n_hosts; i++)
-            pending += atomic_load(&G.hosts[i].serving) == GW_HOST_UNKNOWN;
+            pending += atomic_load(&G.hosts[i].present) &&
+                       atomic_load(&G.hosts[i].serving) == GW_HOST_UNKNOWN;
         if (!pending || now_ms() >= until)
             break;
         nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);

@@ -90,7 +90,7 @@ void gw_list_all(gw_req *r, const char *user, gw_list_done done)
         sg_err e;
         grpc_metadata md[2];
         size_t n_md = rpc_call_trace_md(r->in, md);
-        if (rpc_unary_start(G.hosts[i].channel, rpc_server_cq(rpc_call_server(r->in)),
+        if (rpc_unary_start(gw_host_channel(&G.hosts[i]), rpc_server_cq(rpc_call_server(r->in)),
                             rpc_call_grpc(r->in), "/sandgate.v1.Host/ListSandboxes",
                             rpc_deadline_in(GW_LIST_DEADLINE_S), md, n_md, rpc_pack(&h.base),
                             on_leg_done, leg, &e) != 0) {

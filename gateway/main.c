@@ -157,8 +157,10 @@ int main(int argc, char **argv)
     rpc_metrics_http_stop();
     rpc_server_destroy(G.srv);
     gw_health_stop();
+    gw_registry_stop();
     for (size_t i = 0; i < G.n_hosts; i++)
-        grpc_channel_destroy(G.hosts[i].channel);
+        if (G.hosts[i].channel)
+            grpc_channel_destroy(G.hosts[i].channel);
     grpc_shutdown();
     return 0;
 }

@@ -67,6 +67,8 @@ static void collect(void *arg)
         policy_unref(p);
     }
     for (size_t i = 0; i < G.n_hosts; i++) {
+        if (!atomic_load(&G.hosts[i].present))
+            continue;
         const char *labels[] = {G.hosts[i].name};
         metric_set(host_up, labels, gw_host_serving(&G.hosts[i]) ? 1 : 0);
     }

@@ -270,7 +270,13 @@ static void *watch_main(void *arg)
         if (r == 0 && pending) {
             pending = 0;
             reload(0);
-            add_watches(in);   /* a new symlink target's directory */
+            if (add_watches(in) == 0) {   /* the directory went away: poll from now on */
+                fprintf(stderr, "sandgate: policy: %s's directory is gone; polling the file "
+                                "every %d ms\n", live_path, RELOAD_POLL_MS);
+                close(in);
+                in = -1;
+                stat(live_path, &last);
+            }
         }
     }
     return NULL;

@@ -318,7 +318,7 @@ void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r))
     ref.sandbox_id = (char *)r->sandbox_id;
     grpc_metadata md[2];
     size_t n_md = rpc_call_trace_md(r->in, md);
-    if (rpc_unary_start(r->host->channel, rpc_server_cq(rpc_call_server(r->in)),
+    if (rpc_unary_start(gw_host_channel(r->host), rpc_server_cq(rpc_call_server(r->in)),
                         rpc_call_grpc(r->in), "/sandgate.v1.Host/GetSandbox", rpc_deadline_in(10),
                         md, n_md, rpc_pack(&ref.base), on_owner_done, r, &err) != 0) {
         gw_fail_internal(r->in, "owner lookup", &err);

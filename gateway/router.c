@@ -18,6 +18,8 @@
 
 int gw_hosts_connect(sg_err *err)
 {
+    if (G.cfg.registry.n_endpoints)
+        return gw_registry_start(err);
     G.n_hosts = G.cfg.n_hosts;
     if (G.n_hosts > GW_MAX_HOSTS)
         return sg_err_set(err, SG_EINVAL, "%zu hosts configured; the gateway supports %d",
@@ -30,14 +32,17 @@ int gw_hosts_connect(sg_err *err)
         if (!G.hosts[i].channel)
             return sg_err_set(err, SG_EINTERNAL, "cannot create a channel to host %s (%s)",
                               G.hosts[i].name, G.hosts[i].address);
+        atomic_store(&G.hosts[i].present, 1);
+        atomic_store(&G.hosts[i].registered, 1);
     }
     return 0;
 }
 
+
 gw_host *gw_host_by_name(const char *name)
 {
     for (size_t i = 0; i < G.n_hosts; i++)
-        if (strcmp(G.hosts[i].name, name) == 0)
+        if (atomic_load(&G.hosts[i].present) && strcmp(G.hosts[i].name, name) == 0)
             return &G.hosts[i];
     return NULL;
 }
@@ -47,8 +52,8 @@ gw_host *gw_host_for_key(const char *key, const int *avoid)
     const char *names[GW_MAX_HOSTS];
     int usable[GW_MAX_HOSTS], any = 0;
     for (size_t i = 0; i < G.n_hosts; i++) {
-        names[i] = G.hosts[i].name;
-        usable[i] = gw_host_serving(&G.hosts[i]);
+        usable[i] = gw_host_serving(&G.hosts[i]);   /* an empty slot never serves */
+        names[i] = usable[i] ? G.hosts[i].name : "";
         any |= usable[i] && !(avoid && avoid[i]);
     }
     /* avoid[] is a preference: if it rules out every serving host, ignore it. */

@@ -2,7 +2,7 @@
  * request (sandgate.proto documents them), and the env limit check. The
  * walk itself is rpc/validate.c. Lengths are bytes:
  *   ids (user_id, task_id, template, context_id, secret names): 127, no
- *     space or control character; sandbox_id: 79 of [a-z0-9_-];
+ *     space, control or invisible format character (rpc/validate.h); sandbox_id: 79 of [a-z0-9_-];
  *   env names: [A-Za-z_][A-Za-z0-9_]*, 128; egress hosts: 253; paths: 4095;
  *   user_token: 1023; code and command: the message size limit only.
  * Every string is valid UTF-8 without NUL. */

@@ -277,6 +277,13 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
     add_egress(r, req, p);
     tenancy_dedupe_key(scope, r->id.tenant, r->id.user, req->task_id, p->dedupe, sizeof p->dedupe);
     r->host = create_host(r, holder, p->dedupe, silent, &e);
+    if (!r->host && e.code == SG_EUNAVAIL) {
+        /* No serving host for this create: an agent's retry can succeed. */
+        rpc_call_fail_info(r->in, GRPC_STATUS_UNAVAILABLE, e.msg, "HOST_UNAVAILABLE", NULL, 0);
+        gw_req_free(r);
+        wipe_parts(p);
+        return;
+    }
     if (!r->host || tenancy_new_sandbox_id(r->host->name, p->id, sizeof p->id, &e) != 0) {
         gw_req_fail(r, &e);
         wipe_parts(p);
@@ -416,17 +423,21 @@ static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t
         }
     /* A host that is down is named, so the caller knows the answer is partial. */
     char *unreachable[GW_MAX_HOSTS];
-    size_t n_unreachable = 0;
-    for (size_t i = 0; i < n_parts && i < GW_MAX_HOSTS; i++)
+    size_t n_unreachable = 0, n_present = 0;
+    for (size_t i = 0; i < n_parts && i < GW_MAX_HOSTS; i++) {
+        if (!atomic_load(&G.hosts[i].present))
+            continue;   /* an empty registry slot */
+        n_present++;
         if (!parts[i])
             unreachable[n_unreachable++] = G.hosts[i].name;
+    }
     Sandgate__V1__ListSandboxesResponse out;
     sandgate__v1__list_sandboxes_response__init(&out);
     out.n_sandboxes = n;
     out.sandboxes = items;
     out.n_unreachable_hosts = n_unreachable;
     out.unreachable_hosts = unreachable;
-    if (n_parts > 0 && n_unreachable == n_parts)
+    if (n_present > 0 && n_unreachable == n_present)
         gw_fail_host_unavailable(r->in);
     else
         rpc_call_reply(r->in, &out.base);

@@ -132,7 +132,7 @@ void gw_fail_from_host(rpc_call *c, const gw_host *h, const char *method, const 
     int from_peer = t && t->from_peer;
     gw_public p = gw_public_from_host(code, details, from_peer);
     if (p.log)
-        fprintf(stderr, "sandgate: host %s (%s) %s: %s%s: %s\n", h->name, h->address, method,
+        fprintf(stderr, "sandgate: host %s (%s) %s: %s%s: %s\n", h->name, gw_host_address(h), method,
                 rpc_status_name(code), from_peer ? "" : " (grpc)",
                 details && details[0] ? details : "(no details)");
     if (p.reason)

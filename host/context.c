@@ -57,6 +57,7 @@ static void send_end(host_run *r, int restarted)
     end.output_bytes_total = r->act.output_total;
     end.timed_out = r->act.timed_out;
     end.context_restarted = restarted;
+    end.results_dropped = r->results_dropped;
     Sandgate__V1__RunCodeEvent ev;
     sandgate__v1__run_code_event__init(&ev);
     ev.event_case = SANDGATE__V1__RUN_CODE_EVENT__EVENT_END;
@@ -88,6 +89,7 @@ static void send_error(host_run *r, const char *name, const char *value, size_t 
 
 static void run_free(host_run *r)
 {
+    host_result_cleanup(&r->result);
     host_action_release(&r->act);
     free(r->code);
     free(r);
@@ -131,32 +133,6 @@ static void on_pipe(host_watch *w, uint32_t events)
     drain_pipe(c, w, w == &c->err);
 }
 
-static void frame_result(host_ctx *c, const uint8_t *p, size_t n)
-{
-    const uint8_t *z = memchr(p, 0, n);
-    if (!z)
-        return;
-    size_t dn = n - (size_t)(z - p) - 1;
-    size_t red_n;
-    uint8_t *red = host_redact_all(c->sb, z + 1, dn, &red_n);
-    size_t ok = host_action_admit(&c->run->act, red_n);
-    if (ok == red_n && !c->run->act.cancelled) {
-        Sandgate__V1__Result res;
-        sandgate__v1__result__init(&res);
-        char *mime = strndup((const char *)p, 128);
-        res.mime_type = mime;
-        res.data.data = red;
-        res.data.len = red_n;
-        Sandgate__V1__RunCodeEvent ev;
-        sandgate__v1__run_code_event__init(&ev);
-        ev.event_case = SANDGATE__V1__RUN_CODE_EVENT__EVENT_RESULT;
-        ev.result = &res;
-        rpc_call_send_msg(c->run->act.call, &ev.base);
-        free(mime);
-    }
-    free(red);
-}
-
 static void frame_error(host_ctx *c, const uint8_t *p, size_t n)
 {
     const char *name = (const char *)p, *end = (const char *)p + n;
@@ -179,6 +155,7 @@ static void frame_error(host_ctx *c, const uint8_t *p, size_t n)
 static void frame_done(host_ctx *c)
 {
     host_run *r = c->run;
+    host_result_flush(r, c->sb);
     c->run = NULL;
     drain_pipe(c, &c->out, 0);   /* subprocess output written before 'd' */
     drain_pipe(c, &c->err, 1);
@@ -212,7 +189,7 @@ static void on_frame(host_ctx *c, const uint8_t *buf, size_t n)
     switch (buf[0]) {
     case 'o': host_action_output(&c->run->act, c->sb, 0, 0, buf + 1, n - 1, 0); break;
     case 'e': host_action_output(&c->run->act, c->sb, 0, 1, buf + 1, n - 1, 0); break;
-    case 'r': frame_result(c, buf + 1, n - 1); break;
+    case 'b': case 'k': case 'r': case 'f': host_result_frame(c->run, c->sb, buf, n); break;
     case 'x': frame_error(c, buf + 1, n - 1); break;
     case 'd': frame_done(c); break;
     default:

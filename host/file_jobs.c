@@ -4,7 +4,7 @@
  * else: the handler copies what the job needs (the sandbox's pid, a dup of
  * its pidfd, the uid, the limit) under H.mu, queues it and returns; a
  * worker does the I/O (files.c) and answers the call. The queue is
- * bounded (in total and per sandbox): past the bound a call is answered
+ * bounded (jobs and bytes in total, jobs per sandbox): past the bound a call is answered
  * UNAVAILABLE at once, and a job whose deadline passed while it waited is
  * answered DEADLINE_EXCEEDED without touching the workspace. */
 #include <fcntl.h>
@@ -19,6 +19,7 @@
 #define FILE_WORKERS 2
 #define FILE_QUEUE_MAX 32      /* jobs waiting, all sandboxes */
 #define FILE_SANDBOX_MAX 4     /* jobs waiting or running, one sandbox */
+#define FILE_BYTES_MAX (128u << 20)   /* WriteFile data held by waiting jobs, all sandboxes */
 #define FILE_JOB_MAX_US (30 * 1000000LL)   /* however long the call's deadline */
 
 typedef struct file_job {
@@ -39,6 +40,7 @@ static struct {
     pthread_cond_t cv;
     file_job *head, *tail;
     size_t queued;
+    size_t bytes;              /* data of the waiting jobs */
     file_job *running[FILE_WORKERS];
     pthread_t thr[FILE_WORKERS];
     int n_thr;
@@ -113,6 +115,7 @@ static void *worker_main(void *arg)
         if (!Q.head)
             Q.tail = NULL;
         Q.queued--;
+        Q.bytes -= j->len;
         Q.running[slot] = j;
         pthread_mutex_unlock(&Q.mu);
         run_job(j);
@@ -142,6 +145,7 @@ void host_files_stop(void)
     file_job *j = Q.head;
     Q.head = Q.tail = NULL;
     Q.queued = 0;
+    Q.bytes = 0;
     pthread_mutex_unlock(&Q.mu);
     for (int i = 0; i < Q.n_thr; i++)
         pthread_join(Q.thr[i], NULL);
@@ -208,7 +212,8 @@ static int submit(host_sandbox *sb, rpc_call *c, int write, char *path, uint8_t 
     }
     pthread_mutex_lock(&Q.mu);
     const char *why = Q.stopping                     ? "the host is shutting down"
-                      : Q.queued >= FILE_QUEUE_MAX    ? "the host is busy with file calls; retry"
+                      : Q.queued >= FILE_QUEUE_MAX || Q.bytes + len > FILE_BYTES_MAX
+                          ? "the host is busy with file calls; retry"
                       : jobs_of(sb->id) >= FILE_SANDBOX_MAX
                           ? "this sandbox has too many file calls in flight; retry"
                           : NULL;
@@ -220,6 +225,7 @@ static int submit(host_sandbox *sb, rpc_call *c, int write, char *path, uint8_t 
             Q.head = j;
         Q.tail = j;
         Q.queued++;
+        Q.bytes += len;
         pthread_cond_signal(&Q.cv);
     }
     pthread_mutex_unlock(&Q.mu);

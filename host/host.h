@@ -59,11 +59,41 @@ typedef struct host_action {
     host_stream out, err;            /* redaction hold-back per stream */
 } host_action;
 
+/* Representations of one result the host keeps at most (more are dropped). */
+#define HOST_RESULT_REPS 16
+/* The largest result the host forwards, whatever the cap: one RunCode event
+ * carries it twice at most (Result.data repeats one representation for older
+ * clients) and must stay under a default gRPC client's 4 MiB receive limit. */
+#define HOST_RESULT_MAX ((2u << 20) - (32u << 10))
+
+/* A result being received from the context: 'b', then per representation
+ * 'k' chunks and an 'r', then 'f' (host/runtime/PROTOCOL.md section 4). */
+typedef struct host_rep {
+    char mime[129];
+    uint8_t *data;           /* owned; NULL when dropped */
+    size_t len;              /* bytes the context sent, kept or not */
+} host_rep;
+
+typedef struct host_result {
+    int open;                /* between 'b' and 'f' */
+    int main;                /* the value of the cell's final expression */
+    host_rep reps[HOST_RESULT_REPS];
+    size_t n_reps;
+    size_t n_extra;          /* representations past HOST_RESULT_REPS */
+    uint8_t *cur;            /* owned: the representation being received */
+    size_t cur_n, cur_cap;
+    size_t cur_len;          /* its bytes so far, including those not kept */
+    int cur_over;            /* it outgrew what may be buffered: counted only */
+    size_t held;             /* bytes buffered for this result */
+} host_result;
+
 typedef struct host_run {
     struct host_run *next;
     host_action act;
     char *code;              /* owned */
     size_t code_len;
+    host_result result;      /* the result being received, if any */
+    uint32_t results_dropped;
 } host_run;
 
 typedef enum {
@@ -161,6 +191,7 @@ struct host_template {
     host_zygote *retiring;           /* owned: replaced ones still finishing */
     uint32_t gens;                   /* the last generation started */
     int64_t restart_at_us;           /* a dead zygote's (or failed successor's) retry */
+    int64_t warm_us;                 /* how long the last zygote took to say HELLO */
     int restarts;
     host_sandbox *pool;              /* warm pool, oldest first (sandbox.c) */
 };
@@ -229,6 +260,8 @@ void host_sandbox_fail_create(host_sandbox *sb, int code, const char *msg);
 host_sandbox *host_pool_take(host_template *t, const Sandgate__V1__HostCreateRequest *req);
 int host_pool_activate(host_sandbox *sb, host_template *t,
                        const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err);
+/* 0; -1 (the sandbox is gone: a retry takes another); -2 the message is too
+ * big for the socket (the same on every retry) */
 int host_pool_send_activation(host_sandbox *sb);
 void host_pool_unlink(host_sandbox *sb);
 void host_pool_wipe_activation(host_sandbox *sb);
@@ -258,6 +291,13 @@ int host_ctx_submit(host_ctx *c, host_run *r, sg_err *err);
 void host_ctx_destroy(host_ctx *c, const char *why);
 void host_ctx_tick(host_ctx *c, int64_t now_us);
 void host_ctx_cancel_call(rpc_call *call);
+
+/* result.c: rich results from a context's 'b' 'k' 'r' 'f' frames (type byte
+ * included in buf), capped by the run's output cap, sent as Result events. */
+void host_result_frame(host_run *r, const host_sandbox *sb, const uint8_t *buf, size_t n);
+/* Send a result still open (the context ended the run without 'f'). */
+void host_result_flush(host_run *r, const host_sandbox *sb);
+void host_result_cleanup(host_result *res);
 
 /* exec.c */
 int host_exec_start(host_sandbox *sb, const char *command, host_exec **out, sg_err *err);
@@ -301,6 +341,10 @@ void host_metrics_timeout(const char *kind);   /* "run", "exec" */
 void host_metrics_oom(const char *template_name);
 void host_metrics_egress(const char *kind, int allow, const char *rule, uint64_t up,
                          uint64_t down);
+
+/* registry.c — the host's entry in etcd (config registry:; a no-op without) */
+int host_registry_start(const char *advertise_default, sg_err *err);
+void host_registry_stop(void);
 
 /* service.c */
 int host_service_register(rpc_server *srv, sg_err *err);

@@ -21,6 +21,7 @@
 #include "host/contain/contain.h"
 #include "host/files.h"
 #include "host/host.h"
+#include "host/reaper.h"
 #include "rpc/health.h"
 #include "rpc/metrics_http.h"
 #include "rpc/reflection.h"
@@ -248,7 +249,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
     }
-    if (host_files_start(&err) != 0) {
+    if (host_files_start(&err) != 0 || host_reaper_start(&err) != 0) {
         fprintf(stderr, "sandgate-host: %s\n", err.msg);
         return 1;
     }
@@ -282,6 +283,14 @@ int main(int argc, char **argv)
             H.cfg.reserve_pids);
     if (sg_daemon_write_port(port_file, port) != 0)
         fprintf(stderr, "sandgate-host: cannot write port file %s\n", port_file);
+    /* Registered only once serving: a gateway that sees the entry can call. */
+    char advertise[128];
+    const char *la = listen ? listen : H.cfg.listen, *colon = strrchr(la, ':');
+    snprintf(advertise, sizeof advertise, "%.*s:%d", (int)(colon ? colon - la : 0), la, port);
+    if (host_registry_start(advertise, &err) != 0) {
+        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        return 1;
+    }
     fprintf(stderr, "sandgate-host: %s serving on port %d (cgroups: %s)\n", H.cfg.name, port,
             sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V2   ? "v2"
             : sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V1 ? "v1"
@@ -289,7 +298,9 @@ int main(int argc, char **argv)
     int sig = sg_daemon_wait_stop();
     fprintf(stderr, "sandgate-host: signal %d: shutting down\n", sig);
     rpc_health_set_serving(0);
+    host_registry_stop();   /* gateways stop placing here at once */
     kill_all();
+    host_reaper_stop();  /* after kill_all: its last signals go out */
     host_files_stop();   /* file calls in flight answer; the rest get UNAVAILABLE */
     rpc_metrics_http_stop();
     rpc_server_shutdown(H.srv);

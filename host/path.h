@@ -10,8 +10,9 @@
 
 #include "common/err.h"
 
-/* Longest cleaned path, NUL included (the caller's buffer size). */
-#define HOST_PATH_MAX 1024
+/* Longest cleaned path, NUL included (the caller's buffer size): Linux's
+ * PATH_MAX, as the edges allow paths of up to 4095 bytes (host/rules.c). */
+#define HOST_PATH_MAX 4096
 
 /* "/workspace/a//./b", "/workspace/a/b/" and "a/b" all become "a/b": the
  * "/workspace" prefix is dropped, empty and "." components are removed and

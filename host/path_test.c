@@ -18,7 +18,8 @@ typedef struct row {
     const char *err;      /* a substring of the message when refused */
 } row;
 
-static char long_name[HOST_PATH_MAX + 8];
+static char long_name[HOST_PATH_MAX + 8];   /* HOST_PATH_MAX bytes: one too many */
+static char longest[HOST_PATH_MAX];          /* HOST_PATH_MAX - 1 bytes, as the edges allow */
 
 static const row rows[] = {
     {"relative", "a/b", 0, "a/b", NULL},
@@ -34,6 +35,7 @@ static const row rows[] = {
     {"too long by one", "abcd", 4, NULL, "too long"},
     {"too long after joining", "ab/cd", 5, NULL, "too long"},
     {"long path", long_name, 0, NULL, "too long"},
+    {"the longest path the edges pass", longest, 0, longest, NULL},
     {"another absolute path", "/etc/passwd", 0, NULL, "outside the workspace"},
     {"a prefix that only looks like it", "/workspacex/a", 0, NULL, "outside the workspace"},
     {"root", "/", 0, NULL, "outside the workspace"},
@@ -67,6 +69,10 @@ static void test_rows(void **state)
     (void)state;
     memset(long_name, 'a', HOST_PATH_MAX);
     long_name[HOST_PATH_MAX] = 0;
+    for (size_t i = 0; i < HOST_PATH_MAX - 1; i++)   /* "aaa/aaa/..." */
+        longest[i] = i % 4 == 3 ? '/' : 'a';
+    longest[HOST_PATH_MAX - 2] = 'a';
+    longest[HOST_PATH_MAX - 1] = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const row *r = &rows[i];
         char out[HOST_PATH_MAX];

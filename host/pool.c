@@ -3,6 +3,7 @@
  * handed to a CreateSandbox by ACTIVATE, and refilled from the tick.
  * sandbox.c owns a sandbox's lifecycle; this file owns only the pool list,
  * the activation and the refill policy. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,9 +176,12 @@ int host_pool_send_activation(host_sandbox *sb)
     memcpy(msg, "ACTIVATE ", 9);
     memcpy(msg + 9, sb->activate_json, n);
     ssize_t w = sb->sock.fd < 0 ? -1 : send(sb->sock.fd, msg, n + 9, MSG_DONTWAIT | MSG_NOSIGNAL);
+    int too_big = w < 0 && errno == EMSGSIZE;
     explicit_bzero(msg, n + 9);
     free(msg);
     host_pool_wipe_activation(sb);
+    if (too_big)
+        return -2;   /* the same on every retry: the caller says so */
     return w == (ssize_t)(n + 9) ? 0 : -1;
 }
 
@@ -209,10 +213,14 @@ int host_pool_activate(host_sandbox *sb, host_template *t, const Sandgate__V1__H
              sb->egress ? "true" : "false", env);
     explicit_bzero(env, n);
     free(env);
-    if (sb->pool_ready && host_pool_send_activation(sb) != 0) {
+    int arc = sb->pool_ready ? host_pool_send_activation(sb) : 0;
+    if (arc != 0) {
         rpc_call_unref(sb->create_call);
         sb->create_call = NULL;
         host_sandbox_kill(sb, NULL);
+        if (arc == -2)   /* host/rules.c bounds the env below the default socket buffer */
+            return sg_err_set(err, SG_EINVAL, "env: too large for this host to pass to the "
+                              "sandbox; send a smaller environment");
         return sg_err_set(err, SG_EUNAVAIL, "sandbox %s: could not activate; retry", sb->id);
     }
     /* not ready yet: ACTIVATE goes out when its POOLED arrives */

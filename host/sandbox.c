@@ -18,6 +18,7 @@
 #include "host/admit.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
+#include "host/reaper.h"
 #include "host/rules.h"
 
 #define KILL_RESIGNAL_US 500000
@@ -250,6 +251,9 @@ char *host_sandbox_env(const Sandgate__V1__HostCreateRequest *req)
                                     {"HOME", "/workspace"},
                                     {"LANG", "C.UTF-8"},
                                     {"MPLBACKEND", "Agg"},
+                                    /* matplotlib's config/cache dir (font list):
+                                     * writable and per sandbox, not the workspace */
+                                    {"MPLCONFIGDIR", "/tmp/.cache/matplotlib"},
                                     {"TMPDIR", "/tmp"}};
     for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
         json_kv(&buf, &len, &cap, &first, base[i][0], base[i][1], strlen(base[i][1]));
@@ -582,7 +586,11 @@ static void handle_sup_msg(host_sandbox *sb, char *msg, int *fds, int nfds)
             sb->pidfd = (int)syscall(SYS_pidfd_open, sb->pid, 0);
     } else if (strcmp(verb, "POOLED") == 0 && sb->state == SB_CREATING && !sb->pool_ready) {
         sb->pool_ready = 1;
-        if (sb->activate_json && host_pool_send_activation(sb) != 0)
+        int arc = sb->activate_json ? host_pool_send_activation(sb) : 0;
+        if (arc == -2)   /* see host_pool_activate */
+            host_sandbox_fail_create(sb, SG_EINVAL, "env: too large for this host to pass to the "
+                                     "sandbox; send a smaller environment");
+        else if (arc != 0)
             host_sandbox_fail_create(sb, SG_EINTERNAL, "could not activate the pooled sandbox");
         return;
     } else if (strcmp(verb, "READY") == 0) {
@@ -686,13 +694,15 @@ void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to)
     host_egress_detach(sb);
     /* Signal and go on: the processes exit (an interpreter's exit takes
      * milliseconds) while this thread serves others; the tick removes the
-     * cgroups once they are empty and answers the kill then. */
-    char eb[256];
+     * cgroups once they are empty and answers the kill then. pid 1 first
+     * (its pid namespace dies with it), then the groups, from the reaper
+     * thread: a v1 freeze of a fork bomb can take a second, never under
+     * H.mu. */
     sb->killed_us = host_now_us();
-    if (sgc_cgroup_detect(H.cfg.cgroup_root) != SGC_CGROUP_NONE)
-        sgc_cgroup_signal(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
     if (sb->pid > 0)
         kill(sb->pid, SIGKILL);
+    if (sgc_cgroup_detect(H.cfg.cgroup_root) != SGC_CGROUP_NONE)
+        host_reaper_signal(sb->cgroup);
 }
 
 static void sandbox_free(host_sandbox *sb)
@@ -732,7 +742,7 @@ static int reap_dying(host_sandbox *sb)
             /* still exiting; signal again only if something outlived the
              * first kill (a process forked while it was being sent) */
             if (host_now_us() - sb->killed_us > KILL_RESIGNAL_US) {
-                sgc_cgroup_signal(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb);
+                host_reaper_signal(sb->cgroup);
                 sb->killed_us = host_now_us();
             }
             return 0;

@@ -132,6 +132,8 @@ static void on_list(rpc_call *c, void *d)
             (r->user_id[0] && strcmp(sb->user, r->user_id) != 0))
             continue;
         host_sandbox_fill(sb, &items[n], &sbs[n], &owners[n]);
+        if (r->all_tenants)
+            items[n].sandbox = NULL;   /* a load report carries owners only */
         ptrs[n] = &items[n];
         n++;
     }

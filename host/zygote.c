@@ -13,8 +13,8 @@
  * after its first one. Then a successor is exec'd (a new
  * ASLR layout; -I ignores PYTHONHASHSEED and the environment sets none, so
  * a new hash secret). The old one keeps serving until the successor says
- * HELLO, so creates never wait for a preload (it is started a quarter of
- * the bound early); then the successor serves
+ * HELLO, so creates never wait for a preload (it is started early enough
+ * to be ready at the bound, at the create rate seen); then the successor serves
  * every CREATE and JOIN, and the old one retires: its socket is closed once
  * its JOINs are answered (it forks what is queued, sees EOF and exits; its
  * sandboxes, reparented to the host, live on). pool.c hands out a replaced
@@ -75,6 +75,7 @@ static void on_zygote_msg(host_watch *w, uint32_t events)
         buf[n] = 0;
         if (strncmp(buf, "HELLO ", 6) == 0) {
             z->ready = 1;
+            t->warm_us = host_now_us() - z->born_us;
             fprintf(stderr, "sandgate-host: template %s: zygote %s ready (generation %u, "
                             "%.0f ms)\n", t->cfg->name, buf + 6, z->gen,
                     (host_now_us() - z->born_us) / 1000.0);
@@ -194,13 +195,25 @@ static int64_t age_limit_us(const host_template *t)
 }
 
 /* Why generation z should be replaced now, or NULL. The successor starts
- * early, a quarter of rotate_forks (and of rotate_after, at most 10 s)
- * before the bound: it preloads while z still serves within it. */
+ * early so that it is ready when z reaches its bound: for rotate_forks, as
+ * many sandboxes early as z hands out in 1.5 preloads at its rate so far
+ * (the rate over at least one preload, so a burst at its start does not
+ * count as a rate), and at least a quarter of rotate_forks; for
+ * rotate_after, a quarter of it (at most 10 s) early. */
 static const char *rotation_due(const host_template *t, const host_zygote *z, int64_t now_us)
 {
     uint32_t n = t->cfg->rotate_forks;
-    if (n && z->uses >= n - n / 4)
-        return "sandboxes";
+    if (n) {
+        uint32_t ahead = n / 4;
+        if (z->first_use_us && t->warm_us > 0) {
+            double span = (double)(now_us - z->first_use_us), warm = (double)t->warm_us;
+            double want = z->uses / (span > warm ? span : warm) * warm * 1.5;
+            if (want > ahead)
+                ahead = want < n - 1 ? (uint32_t)want : n - 1;
+        }
+        if (z->uses + ahead >= n)
+            return "sandboxes";
+    }
     int64_t age = age_limit_us(t), ahead = age / 4 < 10000000 ? age / 4 : 10000000;
     if (age && z->first_use_us && now_us - z->first_use_us >= age - ahead)
         return "age";
@@ -382,10 +395,17 @@ static int send_zygote(host_zygote *z, const char *msg, size_t len, const int *f
     cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
     memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
     if (sendmsg(z->sock.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+        int e = errno;
         /* errno text is for the log; the caller (relayed to the agent) gets
          * what it can act on */
         fprintf(stderr, "sandgate-host: sendmsg(zygote %s): %s\n", z->t->cfg->name,
-                strerror(errno));
+                strerror(e));
+        /* Too big for the socket: the same message fails on every retry
+         * (host/rules.c bounds the env below the default buffer; a host with
+         * a smaller net.core.wmem_default can still get here). */
+        if (e == EMSGSIZE)
+            return sg_err_set(err, SG_EINVAL, "env: too large for this host to pass to the "
+                              "sandbox (a %zu-byte message); send a smaller environment", len);
         return sg_err_set(err, SG_EUNAVAIL, "template %s is restarting; retry", z->t->cfg->name);
     }
     return 0;

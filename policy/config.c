@@ -186,6 +186,9 @@ static void gw_hosts(cctx *c, const ynode *l, config_gateway *g)
         pol_err(&c->d, l, "hosts", "expected at least one host");
 }
 
+static void parse_registry(cctx *c, const ynode *m, config_registry *r, int is_host);
+static void registry_cleanup(config_registry *r);
+
 int config_gateway_load(const char *path, config_gateway *out, policy_errors *errs)
 {
     memset(out, 0, sizeof *out);
@@ -196,7 +199,7 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
         return SG_EINVAL;
     }
     static const char *const keys[] = {"listen", "policy", "audit_log", "threads", "tls", "hosts",
-                                       "metrics_listen", NULL};
+                                       "metrics_listen", "registry", NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
     if (out->listen)
@@ -215,10 +218,15 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
     out->threads = (int)threads;
     if (ymap_get(root, "tls"))
         gw_tls(&c, ymap_get(root, "tls"), out);
-    if (!ymap_get(root, "hosts"))
-        pol_err(&c.d, root, "", "missing key 'hosts'");
-    else
+    if (ymap_get(root, "registry"))
+        parse_registry(&c, ymap_get(root, "registry"), &out->registry, 0);
+    if (ymap_get(root, "registry") && ymap_get(root, "hosts"))
+        pol_err(&c.d, ymap_get(root, "hosts"), "hosts",
+                "a static host list and a registry exclude each other; keep one");
+    else if (ymap_get(root, "hosts"))
         gw_hosts(&c, ymap_get(root, "hosts"), out);
+    else if (!ymap_get(root, "registry"))
+        pol_err(&c.d, root, "", "missing key 'hosts' (or 'registry')");
     int r = close_tree(&c);
     if (r < 0)
         config_gateway_cleanup(out);
@@ -227,6 +235,7 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
 
 void config_gateway_cleanup(config_gateway *g)
 {
+    registry_cleanup(&g->registry);
     free(g->listen);
     free(g->metrics_listen);
     free(g->policy_path);
@@ -336,6 +345,55 @@ static void host_reserve(cctx *c, const ynode *m, config_host *h)
         h->reserve_memory = v;
 }
 
+static const char *endpoint_ok(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    if (!colon || colon == s || !colon[1] || *end || port < 1 || port > 65535 ||
+        strstr(s, "://"))
+        return "expected host:port (no scheme) with a port from 1 to 65535";
+    return NULL;
+}
+
+static void parse_registry(cctx *c, const ynode *m, config_registry *r, int is_host)
+{
+    static const char *const host_keys[] = {"etcd", "prefix", "lease_ttl", "advertise", NULL};
+    static const char *const gw_keys[] = {"etcd", "prefix", "lease_ttl", NULL};
+    if (y_is(&c->d, m, "registry", YN_MAP) < 0)
+        return;
+    ymap_check(&c->d, m, "registry", is_host ? host_keys : gw_keys);
+    r->endpoints = str_list(c, m, "registry", "etcd", &r->n_endpoints, endpoint_ok);
+    const ynode *eps = ymap_get(m, "etcd");
+    if (!eps)
+        pol_err(&c->d, m, "registry", "missing key 'etcd', expected a list of endpoints");
+    else if (eps->n == 0)
+        pol_err(&c->d, eps, "registry.etcd", "expected at least one endpoint");
+    r->prefix = opt_str(c, m, "registry", "prefix", "/sandgate/");
+    if (r->prefix && (r->prefix[0] != '/' || r->prefix[strlen(r->prefix) - 1] != '/' ||
+                      strlen(r->prefix) > 128))
+        pol_err(&c->d, ymap_get(m, "prefix"), "registry.prefix",
+                "'%s': expected a path that starts and ends with '/', at most 128 bytes",
+                r->prefix);
+    r->lease_ttl = CONFIG_LEASE_TTL_DEFAULT;
+    opt_u32(c, m, "registry", "lease_ttl", 2, 60, &r->lease_ttl);
+    if (is_host) {
+        r->advertise = opt_str(c, m, "registry", "advertise", NULL);
+        if (r->advertise)
+            check_addr(c, ymap_get(m, "advertise"), "registry.advertise", r->advertise);
+    }
+}
+
+static void registry_cleanup(config_registry *r)
+{
+    for (size_t i = 0; i < r->n_endpoints; i++)
+        free(r->endpoints[i]);
+    free(r->endpoints);
+    free(r->prefix);
+    free(r->advertise);
+    memset(r, 0, sizeof *r);
+}
+
 static void host_templates(cctx *c, const ynode *l, config_host *h)
 {
     if (y_is(&c->d, l, "templates", YN_SEQ) < 0)
@@ -368,7 +426,7 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
     }
     static const char *const keys[] = {"listen", "name", "threads", "runtime_dir", "state_dir",
                                        "cgroup_root", "uid_base", "max_sandboxes", "reserve",
-                                       "templates", "metrics_listen", NULL};
+                                       "templates", "metrics_listen", "registry", NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
     if (out->listen)
@@ -402,6 +460,8 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
         host_reserve(&c, ymap_get(root, "reserve"), out);
     if (ymap_get(root, "templates"))
         host_templates(&c, ymap_get(root, "templates"), out);
+    if (ymap_get(root, "registry"))
+        parse_registry(&c, ymap_get(root, "registry"), &out->registry, 1);
     int r = close_tree(&c);
     if (r < 0)
         config_host_cleanup(out);
@@ -417,6 +477,7 @@ static void free_list(char **l, size_t n)
 
 void config_host_cleanup(config_host *h)
 {
+    registry_cleanup(&h->registry);
     free(h->listen);
     free(h->metrics_listen);
     free(h->name);

@@ -13,6 +13,9 @@
  *     cert: server.pem
  *     key: server.key
  *     client_ca: ca.pem
+ *   registry:                      # instead of hosts: the hosts that registered in
+ *     etcd: ["10.0.0.1:2379"]      # etcd under <prefix>hosts/ (see the host file)
+ *     prefix: /sandgate/
  *   hosts:
  *     - name: local                # [a-z0-9]{1,16}, unique; part of sandbox ids
  *       address: "127.0.0.1:7444"
@@ -32,6 +35,12 @@
  *     pids: 256                    # fds under RLIMIT_NOFILE and fs.file-max; MemAvailable;
  *                                  # tasks under pid_max, threads-max and the sandgate
  *                                  # cgroup's pids.max. 0 turns one check off.
+ *   registry:                      # optional: register in etcd (issue: scale-out)
+ *     etcd: ["10.0.0.1:2379", "10.0.0.2:2379"]   # client endpoints, host:port
+ *     prefix: /sandgate/           # every key sandgate writes starts with it
+ *     lease_ttl: 5                 # seconds a silent host stays registered
+ *     advertise: "10.0.0.9:7444"   # host only: the address gateways dial
+ *                                  # (default: listen)
  *   templates:
  *     - name: code-interpreter
  *       python: /usr/bin/python3
@@ -59,7 +68,18 @@ typedef struct config_host_ref {
     char *address;
 } config_host_ref;
 
+/* Where the daemons meet in etcd mode; n_endpoints 0 = the embedded mode. */
+typedef struct config_registry {
+    char **endpoints; size_t n_endpoints;
+    char *prefix;              /* ends with '/' */
+    uint32_t lease_ttl;        /* seconds */
+    char *advertise;           /* host: the address gateways dial; NULL = listen */
+} config_registry;
+
+#define CONFIG_LEASE_TTL_DEFAULT 5
+
 typedef struct config_gateway {
+    config_registry registry;   /* n_endpoints 0: the static `hosts` list */
     char *listen;
     char *metrics_listen;  /* NULL = no metrics listener */
     char *policy_path;     /* absolute after load */
@@ -92,6 +112,7 @@ typedef struct config_template {
 #define CONFIG_ROTATE_AFTER_DEFAULT 300
 
 typedef struct config_host {
+    config_registry registry;
     char *listen;
     char *metrics_listen;  /* NULL = no metrics listener */
     char *name;

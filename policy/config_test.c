@@ -92,7 +92,8 @@ static void test_local_host(void **state)
     assert_string_equal(t->python, "/usr/bin/python3");
     assert_int_equal(t->n_preload, 2);
     assert_string_equal(t->preload[1], "pandas");
-    assert_int_equal(t->n_ro_binds, 4);
+    assert_int_equal(t->n_ro_binds, 6);
+    assert_string_equal(t->ro_binds[5], "/etc/fonts");
     assert_string_equal(t->ro_binds[3], "/etc/ld.so.cache");
     assert_int_equal(t->n_symlinks, 4);
     assert_string_equal(t->symlinks[0], "usr/bin:/bin");
@@ -172,7 +173,16 @@ static const golden goldens[] = {
      "g2.yaml:1:1: missing key 'policy'\n"
      "g2.yaml:1:10: threads: 0 is out of range, expected at least 1\n"
      "g2.yaml:2:6: tls: missing key 'cert'\n"
-     "g2.yaml:1:1: missing key 'hosts'\n", 0},
+     "g2.yaml:1:1: missing key 'hosts' (or 'registry')\n", 0},
+    {"gateway: registry errors", "g3.yaml",
+     "listen: \"127.0.0.1:1\"\npolicy: p.yaml\nhosts: [{name: a, address: \"a:1\"}]\n"
+     "registry:\n  etcd: [\"http://e:2379\", \"e\"]\n  prefix: sg\n  lease_ttl: 1\n  advertise: \"a:1\"\n",
+     "g3.yaml:8:3: registry.advertise: unknown key 'advertise', expected one of: etcd, prefix, lease_ttl\n"
+     "g3.yaml:5:10: registry.etcd[0]: 'http://e:2379': expected host:port (no scheme) with a port from 1 to 65535\n"
+     "g3.yaml:5:27: registry.etcd[1]: 'e': expected host:port (no scheme) with a port from 1 to 65535\n"
+     "g3.yaml:6:11: registry.prefix: 'sg': expected a path that starts and ends with '/', at most 128 bytes\n"
+     "g3.yaml:7:14: registry.lease_ttl: 1 is out of range, expected at least 2\n"
+     "g3.yaml:3:8: hosts: a static host list and a registry exclude each other; keep one\n", 0},
     {"host: template errors", "h1.yaml",
      "listen: \"127.0.0.1:7444\"\nname: local\nuid_base: 5\ntemplates:\n  - name: ci\n    python: python3\n    preload: [\"no such\"]\n    ro_binds: [usr]\n    symlinks: [\"usr/bin\"]\n    contain: maybe\n    extra: 1\n",
      "h1.yaml:3:11: uid_base: 5 is out of range, expected at least 1000\n"
@@ -182,6 +192,11 @@ static const golden goldens[] = {
      "h1.yaml:8:16: templates[0].ro_binds[0]: 'usr': expected an absolute path\n"
      "h1.yaml:9:16: templates[0].symlinks[0]: 'usr/bin': expected TARGET:LINK, as in usr/bin:/bin\n"
      "h1.yaml:10:14: templates[0].contain: expected true or false, got 'maybe'\n", 1},
+    {"host: registry errors", "h3.yaml",
+     "listen: \"127.0.0.1:7444\"\nname: local\nregistry:\n  etcd: []\n  advertise: \"x\"\n  extra: 1\n",
+     "h3.yaml:6:3: registry.extra: unknown key 'extra', expected one of: etcd, prefix, lease_ttl, advertise\n"
+     "h3.yaml:4:9: registry.etcd: expected at least one endpoint\n"
+     "h3.yaml:5:14: registry.advertise: bad address 'x', expected host:port with a port from 1 to 65535\n", 1},
     {"host: not a mapping", "h2.yaml", "- a\n", "h2.yaml:1:1: expected a mapping, got a list\n", 1},
     {"host: pool out of range or not a count", "h3.yaml",
      "listen: \"127.0.0.1:7444\"\nname: local\ntemplates:\n"

@@ -13,6 +13,8 @@
 typedef struct walk {
     const rpc_rules *rules;
     sg_err *err;
+    char rpath[PATH_MAX_CHARS];   /* see rpath_push */
+    size_t rlen;
 } walk;
 
 /* ---- bytes ---- */
@@ -49,29 +51,42 @@ static size_t utf8_seq(const uint8_t *s, size_t n, uint32_t *cp)
     return len;
 }
 
+/* A non-ASCII code point an id may not hold: C1 controls, Unicode spaces
+ * and the invisible format characters (zero-width, bidi overrides, BOM)
+ * that would make two ids look the same in a log or a console. */
+static int id_invisible(uint32_t cp)
+{
+    return cp <= 0x9f || cp == 0xa0 || cp == 0xad || cp == 0x1680 || cp == 0x180e ||
+           (cp >= 0x2000 && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202f) ||
+           (cp >= 0x205f && cp <= 0x206f) || cp == 0x3000 || cp == 0xfeff ||
+           (cp >= 0xfff9 && cp <= 0xfffb);
+}
+
 /* What is wrong with s[0..n) under cs, or NULL. */
 static const char *string_problem(rpc_charset cs, const uint8_t *s, size_t n)
 {
     if (memchr(s, 0, n))
         return "contains a NUL byte";
+    /* One pass for UTF-8 and the id rule; bad UTF-8 is reported first. */
+    int id = cs == RPC_CS_ID, bad_id = 0;
     for (size_t i = 0; i < n;) {
+        if (s[i] < 0x80) {   /* ASCII, the common case */
+            bad_id |= id && (s[i] <= 0x20 || s[i] == 0x7f);
+            i++;
+            continue;
+        }
         uint32_t cp;
         size_t k = utf8_seq(s + i, n - i, &cp);
         if (!k)
             return "not valid UTF-8";
+        bad_id |= id && id_invisible(cp);
         i += k;
     }
     switch (cs) {
     case RPC_CS_TEXT:
         return NULL;
     case RPC_CS_ID:
-        for (size_t i = 0; i < n;) {
-            uint32_t cp;
-            i += utf8_seq(s + i, n - i, &cp);
-            if (cp <= 0x20 || (cp >= 0x7f && cp <= 0x9f))
-                return "has a space or control character";
-        }
-        return NULL;
+        return bad_id ? "has a space or control character" : NULL;
     case RPC_CS_SANDBOX_ID:
         for (size_t i = 0; i < n; i++)
             if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
@@ -149,31 +164,103 @@ static int malformed(walk *w)
     return sg_err_set(w->err, SG_EINVAL, "request is not a valid %s message", w->rules->desc->name);
 }
 
-static const rpc_field_rule *rule_for(const walk *w, const char *rpath)
+static const rpc_field_rule *rule_for(const walk *w)
 {
     for (size_t i = 0; i < w->rules->n_fields; i++)
-        if (strcmp(w->rules->fields[i].path, rpath) == 0)
+        if (strcmp(w->rules->fields[i].path, w->rpath) == 0)
             return &w->rules->fields[i];
     return NULL;
 }
 
-static int check_string(walk *w, const char *rpath, const char *shown, const uint8_t *s,
-                        size_t n)
+/* The rules' name of where the walk is ("request.env.value"), kept as the
+ * walk goes: entering a field appends ".name", leaving restores. A path too
+ * long for the buffer matches no rule (the table's default applies). */
+static size_t rpath_push(walk *w, const char *name)
 {
-    const rpc_field_rule *fr = rule_for(w, rpath);
+    size_t saved = w->rlen, nl = strlen(name);
+    if (w->rlen + nl + 2 < sizeof w->rpath) {
+        if (w->rlen)
+            w->rpath[w->rlen++] = '.';
+        memcpy(w->rpath + w->rlen, name, nl);
+        w->rlen += nl;
+    } else if (w->rlen + 2 < sizeof w->rpath) {
+        w->rpath[w->rlen++] = '\x01';
+    }
+    w->rpath[w->rlen] = 0;
+    return saved;
+}
+
+static void rpath_pop(walk *w, size_t saved)
+{
+    w->rlen = saved;
+    w->rpath[saved] = 0;
+}
+
+/* What is wrong with the string at the walk's place, into why; 0 if none. */
+static int string_fails(walk *w, const uint8_t *s, size_t n, char *why, size_t cap)
+{
+    const rpc_field_rule *fr = rule_for(w);
     rpc_charset cs = fr ? fr->charset : RPC_CS_TEXT;
     uint32_t max = fr && fr->max_bytes ? fr->max_bytes : w->rules->default_max;
     const char *bad = string_problem(cs, s, n);
     if (bad)
-        return sg_err_set(w->err, SG_EINVAL, "%s: %s", shown, bad);
-    if (max && n > max)
-        return sg_err_set(w->err, SG_EINVAL, "%s: is %zu bytes; the limit is %u", shown, n, max);
-    return 0;
+        snprintf(why, cap, "%s", bad);
+    else if (max && n > max)
+        snprintf(why, cap, "is %zu bytes; the limit is %u", n, max);
+    else
+        return 0;
+    return 1;
 }
 
-static void join(char *out, size_t cap, const char *base, const char *name)
+/* The caller's name of a field ("egress[1].host", "env[\"A\"]"): one frame
+ * per field entered, rendered only when a message needs it. */
+typedef enum {
+    F_PLAIN,      /* name */
+    F_INDEX,      /* name[i]: a repeated field's element */
+    F_MAP_KEY,    /* name key #i */
+    F_MAP_NAMED,  /* name["key"]: a map value, its key shown */
+    F_MAP_VALUE,  /* name value #i: a map value whose key is not shown */
+} frame_kind;
+
+typedef struct frame {
+    const struct frame *up;   /* borrowed; NULL at the top message */
+    const char *name;         /* borrowed: the field's name */
+    frame_kind kind;
+    uint32_t index;
+    const uint8_t *key;       /* borrowed, F_MAP_NAMED: klen printable bytes */
+    size_t klen;
+} frame;
+
+static void render(const frame *f, char *out, size_t cap, size_t *n)
 {
-    snprintf(out, cap, "%s%s%s", base, base[0] ? "." : "", name);
+    if (!f)
+        return;
+    render(f->up, out, cap, n);
+    int k = 0;
+    if (*n + 1 >= cap)
+        return;
+    char *o = out + *n;
+    size_t room = cap - *n;
+    const char *dot = *n ? "." : "";
+    switch (f->kind) {
+    case F_PLAIN: k = snprintf(o, room, "%s%s", dot, f->name); break;
+    case F_INDEX: k = snprintf(o, room, "%s%s[%u]", dot, f->name, f->index); break;
+    case F_MAP_KEY: k = snprintf(o, room, "%s%s key #%u", dot, f->name, f->index); break;
+    case F_MAP_NAMED:
+        k = snprintf(o, room, "%s%s[\"%.*s\"]", dot, f->name, (int)f->klen, (const char *)f->key);
+        break;
+    case F_MAP_VALUE: k = snprintf(o, room, "%s%s value #%u", dot, f->name, f->index); break;
+    }
+    if (k > 0)
+        *n = *n + (size_t)k < cap ? *n + (size_t)k : cap - 1;
+}
+
+static int fail_at(walk *w, const frame *f, const char *why)
+{
+    char shown[PATH_MAX_CHARS + 96] = "";
+    size_t n = 0;
+    render(f, shown, sizeof shown, &n);
+    return sg_err_set(w->err, SG_EINVAL, "%s: %s", shown, why);
 }
 
 /* A map entry has exactly key = 1 and value = 2 (protobuf-c's generated
@@ -187,12 +274,13 @@ static int is_map_entry(const ProtobufCMessageDescriptor *d)
 }
 
 static int walk_message(walk *w, const ProtobufCMessageDescriptor *d, const uint8_t *buf,
-                        size_t len, const char *rbase, const char *sbase, int depth);
+                        size_t len, const frame *up, int depth);
 
-/* A map's entry: the key first (its own rule), then the value named by the
- * key when the key may be shown, else by its position. */
+/* A map's entry (map field `name`, entry #index, under up): the key first
+ * (its own rule), then the value, named by the key when the key may be
+ * shown, else by its position. */
 static int walk_map_entry(walk *w, const ProtobufCMessageDescriptor *d, const uint8_t *buf,
-                          size_t len, const char *rpath, const char *shown, uint32_t index,
+                          size_t len, const frame *up, const char *name, uint32_t index,
                           int depth)
 {
     const uint8_t *p = buf, *end = buf + len, *key = (const uint8_t *)"", *val = NULL;
@@ -212,33 +300,38 @@ static int walk_map_entry(walk *w, const ProtobufCMessageDescriptor *d, const ui
         else if (num == 2)
             val = v, vlen = vl;
     }
-    char rk[PATH_MAX_CHARS], sk[PATH_MAX_CHARS], rv[PATH_MAX_CHARS], sv[PATH_MAX_CHARS];
-    join(rk, sizeof rk, rpath, "key");
-    join(rv, sizeof rv, rpath, "value");
-    snprintf(sk, sizeof sk, "%s key #%u", shown, index);
-    int rc = kf->type == PROTOBUF_C_TYPE_STRING ? check_string(w, rk, sk, key, klen) : 0;
-    if (rc != 0)
-        return rc;
+    char why[96];
+    if (kf->type == PROTOBUF_C_TYPE_STRING) {
+        size_t saved = rpath_push(w, "key");
+        int bad = string_fails(w, key, klen, why, sizeof why);
+        rpath_pop(w, saved);
+        if (bad) {
+            frame kfr = {up, name, F_MAP_KEY, index, NULL, 0};
+            return fail_at(w, &kfr, why);
+        }
+    }
+    if (!val)
+        return 0;
     /* Shown only when it is short and plain ASCII: the message must never
      * carry bytes a caller could use to forge log lines or terminal codes. */
     int plain = kf->type == PROTOBUF_C_TYPE_STRING && klen <= 64;
     for (size_t i = 0; plain && i < klen; i++)
         plain = key[i] >= 0x20 && key[i] < 0x7f && key[i] != '"' && key[i] != '\\';
-    if (plain)
-        snprintf(sv, sizeof sv, "%s[\"%.*s\"]", shown, (int)klen, (const char *)key);
-    else
-        snprintf(sv, sizeof sv, "%s value #%u", shown, index);
-    if (!val)
-        return 0;
-    if (vf->type == PROTOBUF_C_TYPE_STRING)
-        return check_string(w, rv, sv, val, vlen);
-    if (vf->type == PROTOBUF_C_TYPE_MESSAGE)
-        return walk_message(w, vf->descriptor, val, vlen, rv, sv, depth + 1);
-    return 0;
+    frame vfr = {up, name, plain ? F_MAP_NAMED : F_MAP_VALUE, index, key, klen};
+    size_t saved = rpath_push(w, "value");
+    int rc = 0;
+    if (vf->type == PROTOBUF_C_TYPE_STRING) {
+        if (string_fails(w, val, vlen, why, sizeof why))
+            rc = fail_at(w, &vfr, why);
+    } else if (vf->type == PROTOBUF_C_TYPE_MESSAGE) {
+        rc = walk_message(w, vf->descriptor, val, vlen, &vfr, depth + 1);
+    }
+    rpath_pop(w, saved);
+    return rc;
 }
 
 static int walk_message(walk *w, const ProtobufCMessageDescriptor *d, const uint8_t *buf,
-                        size_t len, const char *rbase, const char *sbase, int depth)
+                        size_t len, const frame *up, int depth)
 {
     if (depth > MAX_DEPTH)
         return malformed(w);
@@ -258,23 +351,22 @@ static int walk_message(walk *w, const ProtobufCMessageDescriptor *d, const uint
             continue;
         size_t fi = (size_t)(f - d->fields);
         uint32_t index = fi < 64 ? seen[fi]++ : 0;
-        char rpath[PATH_MAX_CHARS], shown[PATH_MAX_CHARS];
-        join(rpath, sizeof rpath, rbase, f->name);
         int map = f->type == PROTOBUF_C_TYPE_MESSAGE && is_map_entry(f->descriptor);
-        if (f->label == PROTOBUF_C_LABEL_REPEATED && !map) {
-            char tmp[PATH_MAX_CHARS];
-            join(tmp, sizeof tmp, sbase, f->name);
-            snprintf(shown, sizeof shown, "%s[%u]", tmp, index);
+        frame fr = {up, f->name,
+                    f->label == PROTOBUF_C_LABEL_REPEATED && !map ? F_INDEX : F_PLAIN, index,
+                    NULL, 0};
+        size_t saved = rpath_push(w, f->name);
+        int rc = 0;
+        char why[96];
+        if (f->type == PROTOBUF_C_TYPE_STRING) {
+            if (string_fails(w, v, vl, why, sizeof why))
+                rc = fail_at(w, &fr, why);
+        } else if (map) {
+            rc = walk_map_entry(w, f->descriptor, v, vl, up, f->name, index, depth + 1);
         } else {
-            join(shown, sizeof shown, sbase, f->name);
+            rc = walk_message(w, f->descriptor, v, vl, &fr, depth + 1);
         }
-        int rc;
-        if (f->type == PROTOBUF_C_TYPE_STRING)
-            rc = check_string(w, rpath, shown, v, vl);
-        else if (map)
-            rc = walk_map_entry(w, f->descriptor, v, vl, rpath, shown, index, depth + 1);
-        else
-            rc = walk_message(w, f->descriptor, v, vl, rpath, shown, depth + 1);
+        rpath_pop(w, saved);
         if (rc != 0)
             return rc;
     }
@@ -284,8 +376,9 @@ static int walk_message(walk *w, const ProtobufCMessageDescriptor *d, const uint
 int rpc_validate(const rpc_rules *r, const uint8_t *buf, size_t len, sg_err *err)
 {
     sg_err local;
-    walk w = {.rules = r, .err = err ? err : &local};
-    return walk_message(&w, r->desc, buf ? buf : (const uint8_t *)"", len, "", "", 0);
+    walk w = {.rules = r, .err = err ? err : &local, .rlen = 0};
+    w.rpath[0] = 0;
+    return walk_message(&w, r->desc, buf ? buf : (const uint8_t *)"", len, NULL, 0);
 }
 
 ProtobufCMessage *rpc_unpack_valid(const rpc_rules *r, const uint8_t *buf, size_t len,

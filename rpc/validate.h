@@ -21,8 +21,11 @@
 
 typedef enum rpc_charset {
     RPC_CS_TEXT = 0,    /* any valid UTF-8 without NUL */
-    RPC_CS_ID,          /* ids and names: no space or control character,
-                           i.e. no U+0000-U+0020 and no U+007F-U+009F */
+    RPC_CS_ID,          /* ids and names: no space, control or invisible
+                           format character: none of U+0000-U+0020,
+                           U+007F-U+00A0, U+00AD, U+1680, U+180E,
+                           U+2000-U+200F, U+2028-U+202F, U+205F-U+206F,
+                           U+3000, U+FEFF, U+FFF9-U+FFFB */
     RPC_CS_SANDBOX_ID,  /* [a-z0-9_-], as the host mints them */
     RPC_CS_ENV_NAME,    /* [A-Za-z_][A-Za-z0-9_]*, never empty */
 } rpc_charset;

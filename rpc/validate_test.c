@@ -292,6 +292,23 @@ static const ProtobufCMessageDescriptor *const host_requests[] = {
     &sandgate__v1__read_file_request__descriptor,
 };
 
+/* Every method of each service has rules for its input: a new RPC without
+ * a row would be refused (fail closed) in production. */
+static void test_every_method_has_rules(void **state)
+{
+    const ProtobufCServiceDescriptor *svc[] = {&sandgate__v1__sandboxes__descriptor,
+                                               &sandgate__v1__host__descriptor};
+    const rpc_rules *(*find[])(const ProtobufCMessageDescriptor *) = {gw_rules_for,
+                                                                      host_rules_for};
+    for (int s = 0; s < 2; s++)
+        for (unsigned i = 0; i < svc[s]->n_methods; i++)
+            if (!find[s](svc[s]->methods[i].input))
+                fail_msg("%s/%s: no rules for %s", svc[s]->name, svc[s]->methods[i].name,
+                         svc[s]->methods[i].input->name);
+    /* and the tables the every-field tests walk are those services' inputs */
+    assert_int_equal(svc[0]->n_methods, sizeof public_requests / sizeof public_requests[0]);
+}
+
 static void test_gateway_every_field(void **state)
 {
     /* create 9 (template user_id task_id env.key env.value egress.host secrets
@@ -360,6 +377,16 @@ static const row rows[] = {
      S("a b"), "user_id: has a space or control character"},
     {"user_id with U+0085 (C1 control)", &sandgate__v1__get_sandbox_request__descriptor, 0,
      "user_id", S("a\xc2\x85"), "user_id: has a space or control character"},
+    {"user_id with U+200B (zero-width space)", &sandgate__v1__get_sandbox_request__descriptor, 0,
+     "user_id", S("ali\xe2\x80\x8b" "ce"), "user_id: has a space or control character"},
+    {"task_id with U+202E (bidi override)", &sandgate__v1__create_sandbox_request__descriptor, 0,
+     "task_id", S("t\xe2\x80\xae" "1"), "task_id: has a space or control character"},
+    {"user_id with U+00A0 (no-break space)", &sandgate__v1__get_sandbox_request__descriptor, 0,
+     "user_id", S("a\xc2\xa0" "b"), "user_id: has a space or control character"},
+    {"user_id with U+FEFF (BOM)", &sandgate__v1__get_sandbox_request__descriptor, 0, "user_id",
+     S("\xef\xbb\xbf" "a"), "user_id: has a space or control character"},
+    {"user_id CJK and emoji", &sandgate__v1__get_sandbox_request__descriptor, 0, "user_id",
+     S("\xe7\x94\xb0\xe4\xb8\xad\xf0\x9f\x98\x80"), NULL},
     {"user_id with DEL", &sandgate__v1__get_sandbox_request__descriptor, 0, "user_id", S("a\x7f"),
      "user_id: has a space or control character"},
     {"user_id email", &sandgate__v1__get_sandbox_request__descriptor, 0, "user_id",
@@ -581,6 +608,7 @@ static void test_host_create_shape(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_method_has_rules),
         cmocka_unit_test(test_gateway_every_field), cmocka_unit_test(test_host_every_field),
         cmocka_unit_test(test_std_every_field),
         cmocka_unit_test(test_named_rows),          cmocka_unit_test(test_malformed),

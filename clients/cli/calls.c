@@ -55,6 +55,10 @@ static int on_run_event(void *arg, const uint8_t *buf, size_t len)
             printf("[result] %.*s\n", (int)ev->result->data.len, (const char *)ev->result->data.data);
         else
             printf("[result %s, %zu bytes]\n", ev->result->mime_type, ev->result->data.len);
+        /* Part of it was dropped by the output cap (when all of it was, the
+         * text above is the notice). */
+        if (ev->result->dropped && ev->result->n_representations && ev->result->notice)
+            printf("[result notice] %s\n", ev->result->notice);
         break;
     case SANDGATE__V1__RUN_CODE_EVENT__EVENT_ERROR:
         res->had_error = 1;

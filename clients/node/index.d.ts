@@ -81,8 +81,15 @@ export interface SandboxList extends Array<SandboxInfo> {
 }
 
 export declare class Result {
+  /** The representation older servers sent (a figure's PNG, else the text). */
   readonly mimeType: string;
   readonly data: Buffer;
+  /** Every representation, by MIME type (text/plain, text/html, image/png, ...). */
+  readonly representations: Record<string, Buffer>;
+  /** The output cap dropped some representations; notice says which. */
+  readonly dropped: boolean;
+  readonly notice: string;
+  readonly latex: string | null;
   readonly text: string | null;
   readonly png: Buffer | null;
   readonly jpeg: Buffer | null;
@@ -107,6 +114,8 @@ export interface End {
   outputBytesTotal: number;
   timedOut: boolean;
   contextRestarted: boolean;
+  /** Results with representations dropped by the output cap. */
+  resultsDropped: number;
 }
 
 export declare class Execution {

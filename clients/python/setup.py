@@ -31,7 +31,7 @@ def _proto_dir():
 
 
 def generate(out_dir):
-    """Write sandgate_pb2.py and errors_pb2.py (and __init__.py) to out_dir."""
+    """Write sandgate_pb2.py, errors_pb2.py, their .pyi stubs and __init__.py to out_dir."""
     protoc = os.environ.get("PROTOC") or shutil.which("protoc")
     if not protoc:
         raise SystemExit("sandgate setup.py: protoc not found (Debian: apt-get install "
@@ -39,9 +39,11 @@ def generate(out_dir):
     src = _proto_dir()
     tmp = tempfile.mkdtemp(prefix="sandgate-protoc.")
     try:
-        subprocess.run([protoc, "-I", src, "--python_out=" + tmp, *PROTOS], check=True)
+        # --pyi_out: type stubs, so the messages are typed like the rest.
+        subprocess.run([protoc, "-I", src, "--python_out=" + tmp, "--pyi_out=" + tmp, *PROTOS],
+                       check=True)
         os.makedirs(out_dir, exist_ok=True)
-        for name in ("sandgate_pb2.py", "errors_pb2.py"):
+        for name in ("sandgate_pb2.py", "errors_pb2.py", "sandgate_pb2.pyi", "errors_pb2.pyi"):
             shutil.copyfile(os.path.join(tmp, "sandgate", "v1", name), os.path.join(out_dir, name))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

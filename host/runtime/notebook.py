@@ -1,28 +1,31 @@
 """notebook.py — running one cell of code with notebook semantics.
 
-Owns: compiling a cell (ast split of a final expression), exec/eval in the
-context's persistent globals, the result frames ('r': repr of the final
-value, PNGs of open matplotlib figures) and the error frame ('x', with the
-traceback cut down to the user's frames). It does not own the socket loop or
-the 'd' frame (context.py), nor stdout/stderr (streams.py).
+Owns: compiling a cell (ast split of a final expression; a trailing `;`
+hides its value, as in Jupyter), exec/eval in the context's persistent
+globals, when the cell's results are made (the final value, then the
+matplotlib figures it left open) and the error frame ('x', with the
+traceback cut down to the user's frames). What a result contains and how it
+is sent is display.py's (display() and plt.show() send during the run); the
+socket loop and the 'd' frame are context.py's, stdout/stderr streams.py's.
 
-Every frame it emits fits in one message: PROTOCOL.md has no continuation
-marker for 'r' and 'x', so long reprs and tracebacks are cut with a notice
-and figures are re-rendered at a lower dpi until they fit.
+An 'x' frame has no continuation marker, so a long traceback is cut with a
+notice; results are split across frames (PROTOCOL.md section 4).
 """
 
 import ast
 import builtins
-import io
 import linecache
 import sys
 import traceback
 import types
 
+import display
 import frames
+import mplinline  # noqa: F401  (installs the pyplot hook)
 
-# Only the runtime's frames come from this file; cut them off tracebacks.
-_THIS_FILE = __file__
+# The runtime's frames (running the cell, formatting its results) come from
+# these files; they are cut off the start of tracebacks.
+_RUNTIME_FILES = frozenset((__file__, display.__file__, mplinline.__file__))
 
 _NAME_MAX = 256
 _VALUE_MAX = 8 * 1024
@@ -55,6 +58,7 @@ class Notebook:
         # KeyboardInterrupt only then, so a late interrupt never hits the
         # runtime between runs.
         self.running = False
+        self._pub = display.Publisher(emit)
 
     def run(self, source):
         self.count += 1
@@ -64,6 +68,8 @@ class Notebook:
         # checkcache() from dropping the entry.
         linecache.cache[filename] = (len(text), None,
                                      text.splitlines(True), filename)
+        self._pub.new_cell()
+        display.current = self._pub
         try:
             body, last = self._compile(text, filename)
         except BaseException as e:
@@ -74,16 +80,15 @@ class Notebook:
             try:
                 exec(body, self.globals)
                 value = eval(last, self.globals) if last is not None else None
-                text_result = repr(value) if value is not None else None
+                # Formatting runs user code (_repr_*_), so it is part of the
+                # run: a timeout interrupts it and its errors are the cell's.
+                if value is not None:
+                    self._pub.publish(value, main=True)
             finally:
                 self.running = False
         except BaseException as e:
             self._error(e)
-            return
         self._figures()
-        if text_result is not None:
-            self._result("text/plain",
-                         text_result.encode("utf-8", "replace"))
 
     @staticmethod
     def _compile(text, filename):
@@ -91,23 +96,24 @@ class Notebook:
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             expr = tree.body.pop()
-            last = compile(ast.Expression(expr.value), filename, "eval",
-                           dont_inherit=True)
+            if not _semicolon_after(text, expr):
+                last = compile(ast.Expression(expr.value), filename, "eval",
+                               dont_inherit=True)
+            else:
+                tree.body.append(expr)
         body = compile(tree, filename, "exec", dont_inherit=True)
         return body, last
-
-    def _result(self, mime, data):
-        head = mime.encode() + b"\0"
-        self._emit("r", head + _cut(data, frames.PAYLOAD_MAX - len(head)))
 
     def _error(self, e, user_frames=True):
         tb = e.__traceback__ if user_frames else None
         # Drop the runtime's own frames (run -> exec) so the traceback starts
         # in <cell-N>.
-        while tb is not None and tb.tb_frame.f_code.co_filename == _THIS_FILE:
+        while tb is not None and tb.tb_frame.f_code.co_filename in _RUNTIME_FILES:
             tb = tb.tb_next
         try:
-            text = "".join(traceback.format_exception(type(e), e, tb))
+            te = traceback.TracebackException(type(e), e, tb)
+            _drop_runtime_frames(te)
+            text = "".join(te.format())
         except BaseException:
             text = "%s\n" % type(e).__name__
         try:
@@ -121,41 +127,42 @@ class Notebook:
         self._emit("x", name + b"\0" + value + b"\0" + text)
 
     def _figures(self):
-        # Only when the user's code imported pyplot: importing matplotlib
-        # ourselves would cost every context time and memory.
-        plt = sys.modules.get("matplotlib.pyplot")
-        if plt is None:
-            return
+        # Figures the cell left open (pyplot), as a notebook shows them after
+        # the cell; sent ones are skipped. Rendering is part of the run.
         try:
-            nums = list(plt.get_fignums())
-        except BaseException:
-            return
-        head = b"image/png\0"
-        room = frames.PAYLOAD_MAX - len(head)
-        for num in nums:
+            self.running = True
             try:
-                self.running = True
-                try:
-                    fig = plt.figure(num)
-                    dpi = fig.dpi
-                    while True:
-                        buf = io.BytesIO()
-                        fig.savefig(buf, format="png", dpi=dpi)
-                        png = buf.getvalue()
-                        if len(png) <= room or dpi < 10:
-                            break
-                        dpi *= 0.7
-                finally:
-                    self.running = False
-            except BaseException as e:
-                self._error(e)
-                continue
-            if len(png) <= room:
-                self._emit("r", head + png)
-            else:
-                self._emit("e", b"[figure %d too large for one frame; "
-                                b"not sent]\n" % num)
-        try:
-            plt.close("all")
-        except BaseException:
-            pass
+                self._pub.figures()
+            finally:
+                self.running = False
+        except BaseException as e:
+            self._error(e)
+            try:
+                mplinline.close_all()
+            except BaseException:
+                pass
+
+
+def _drop_runtime_frames(te, seen=None):
+    """Take the runtime's frames out of a traceback and of the exceptions
+    chained to it: display() and plt.show() called from a cell run runtime
+    code between the user's frames, and its file paths are the host's."""
+    seen = set() if seen is None else seen
+    while te is not None and id(te) not in seen:
+        seen.add(id(te))
+        te.stack = traceback.StackSummary.from_list(
+            [f for f in te.stack if f.filename not in _RUNTIME_FILES])
+        if te.__cause__ is not None:
+            _drop_runtime_frames(te.__cause__, seen)
+        te = te.__context__
+
+
+def _semicolon_after(text, expr):
+    """True when the final expression is followed by `;` (Jupyter: do not
+    show its value). Column offsets are in UTF-8 bytes."""
+    lines = text.splitlines()
+    try:
+        tail = lines[expr.end_lineno - 1].encode("utf-8")[expr.end_col_offset:]
+    except (IndexError, TypeError):
+        return False
+    return tail.decode("utf-8", "replace").lstrip().startswith(";")

@@ -1,7 +1,9 @@
 """Shared by the Python client tests: install clients/python the way
 docs/clients.md says (a venv with --system-site-packages, pip install
---no-index --no-build-isolation, no package index) into a temp dir, and the
-daemons (deploy/local/run.sh on ephemeral ports, own run dir).
+--no-index --no-build-isolation, no package index), and the daemons
+(deploy/local/run.sh on ephemeral ports, own run dir). Under CTest the venv
+is made once by the fixture client_python_venv (`pyvenv.py setup DIR`) and
+named by $SANDGATE_PY_VENV; run alone, a test makes its own in a temp dir.
 
 A test file calls reexec_in_venv() first: run by /usr/bin/python3 it builds
 the venv and runs itself again with the venv's interpreter (so `import
@@ -19,19 +21,34 @@ RUN_SH = os.path.join(REPO, "deploy", "local", "run.sh")
 _MARK = "SANDGATE_TEST_VENV"
 
 
+def make_venv(venv):
+    """The venv and the package in it, exactly as docs/clients.md says."""
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
+                   check=True, timeout=300)
+    py = os.path.join(venv, "bin", "python")
+    subprocess.run([py, "-m", "pip", "install", "--quiet", "--no-index",
+                    "--no-build-isolation", os.path.join(REPO, "clients", "python")],
+                   check=True, timeout=300, cwd=os.path.dirname(venv))
+    return py
+
+
 def reexec_in_venv(test_file, extra_path=None):
-    """Build the venv (unless already inside it) and re-run test_file there."""
+    """Build the venv (unless already inside it) and re-run test_file there.
+    $SANDGATE_PY_VENV names one made beforehand (CTest's fixture
+    client_python_venv, shared by the Python client tests); otherwise each
+    run makes its own in its temp dir."""
     if os.environ.get(_MARK):
         return os.environ[_MARK]
     tmp = tempfile.mkdtemp(prefix="sandgate-pyvenv-")
     try:
-        venv = os.path.join(tmp, "venv")
-        subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
-                       check=True, timeout=120)
-        py = os.path.join(venv, "bin", "python")
-        subprocess.run([py, "-m", "pip", "install", "--quiet", "--no-index",
-                        "--no-build-isolation", os.path.join(REPO, "clients", "python")],
-                       check=True, timeout=300, cwd=tmp)
+        shared = os.environ.get("SANDGATE_PY_VENV")
+        if shared:
+            py = os.path.join(shared, "bin", "python")
+            if not os.path.exists(py):
+                raise RuntimeError("SANDGATE_PY_VENV=%s has no bin/python (fixture "
+                                   "client_python_venv not run?)" % shared)
+        else:
+            py = make_venv(os.path.join(tmp, "venv"))
         env = dict(os.environ)
         env[_MARK] = tmp
         env.pop("PYTHONPATH", None)
@@ -45,10 +62,21 @@ def reexec_in_venv(test_file, extra_path=None):
     sys.exit(return_code)
 
 
+def main(argv):
+    """pyvenv.py setup|cleanup DIR: CTest's fixture for the shared venv."""
+    cmd, d = argv[1], os.path.abspath(argv[2])
+    shutil.rmtree(d, ignore_errors=True)
+    if cmd == "setup":
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        make_venv(d)
+    elif cmd != "cleanup":
+        raise SystemExit("usage: pyvenv.py setup|cleanup DIR")
+
+
 def assert_installed(mod):
-    """The module must come from the venv's site-packages, not from REPO."""
+    """The module must come from a venv's site-packages, not clients/python."""
     f = os.path.realpath(mod.__file__)
-    if f.startswith(os.path.realpath(REPO) + os.sep):
+    if f.startswith(os.path.realpath(os.path.join(REPO, "clients")) + os.sep):
         raise AssertionError("%s imported from the source tree (%s)" % (mod.__name__, f))
     if "site-packages" not in f:
         raise AssertionError("%s not from a site-packages dir: %s" % (mod.__name__, f))
@@ -106,3 +134,7 @@ def local_policy(extra_limits=""):
     anchor = "  limits:\n"
     assert anchor in text, "deploy/local/policy.yaml changed shape"
     return text.replace(anchor, anchor + extra_limits, 1)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

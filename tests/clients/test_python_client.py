@@ -100,7 +100,8 @@ class CodeTest(Base):
         self.assertIsNone(by["text/plain"].png)
         png = by["image/png"].png
         self.assertTrue(png.startswith(b"\x89PNG\r\n\x1a\n"), png[:16])
-        self.assertIsNone(by["image/png"].text)
+        # A figure's result also has its repr (as in a notebook).
+        self.assertIn("Figure", by["image/png"].text)
         self.assertEqual(ex.text, "'done'")
         self.assertEqual(sb.run_code("b = 1", timeout=10).results, [])
 
@@ -362,6 +363,14 @@ class ErrorsTest(Base):
         self.assertIn(e.rule, str(e))
         self.assertRaisesSg(sandgate.PolicyDenied, sandgate.Sandbox.create, user_id="alice",
                             task_id="py-tmpl", template="no-such-template", client=self.demo)
+
+    def test_bad_strings_are_invalid_argument_naming_the_field(self):
+        e = self.assertRaisesSg(sandgate.InvalidArgument, sandgate.Sandbox.create,
+                                user_id="bad user", task_id="py-bad", client=self.demo)
+        self.assertIn("user_id", e.message)
+        e = self.assertRaisesSg(sandgate.InvalidArgument, sandgate.Sandbox.create,
+                                user_id="alice", task_id="t\x00", client=self.demo)
+        self.assertIn("task_id", e.message)
 
     def test_client_deadline_is_timeout(self):
         sb = self.sandbox()

@@ -37,7 +37,10 @@ import smolagents  # noqa: E402  (the stand-in)
 from sandgate.smolagents import SandgateExecutor  # noqa: E402
 
 DEMO_KEY = "sg-demo-key-0001"
-D = pyvenv.Daemons(TMP)
+# pip in a sandbox (1 CPU) can take past the local policy's 30 s action
+# limit on a loaded machine.
+D = pyvenv.Daemons(TMP, pyvenv.local_policy().replace("action_timeout: 30s",
+                                                      "action_timeout: 180s"))
 
 
 def setUpModule():
@@ -170,6 +173,37 @@ class ExecutorTest(unittest.TestCase):
         self.assertEqual(mem[2][0], "observation", mem)
         self.assertIn("STILL HERE! False", mem[2][1])   # tools back, old state gone
         self.gone(sid)
+
+    def test_sandbox_ended_under_the_agent_is_replaced(self):
+        ex = SandgateExecutor([], smolagents.AgentLogger(), addr=D.addr, api_key=DEMO_KEY,
+                              user_id="agent-user", task_id="smol-r-" + uuid.uuid4().hex[:8])
+        first = ex.sandbox.sandbox_id
+
+        def killed_elsewhere(memory):
+            # As if its TTL ran out: the sandbox ends between two steps.
+            with sandgate.Client(D.addr, DEMO_KEY) as c:
+                self.assertTrue(sandgate.Sandbox.connect(first, user_id="agent-user",
+                                                         client=c).kill())
+            return "print(kept)"
+        model = Script([
+            "kept = 'before'\nprint(shout('one'))",
+            killed_elsewhere,
+            "print(shout('two'), 'kept' in globals())",
+            "final_answer('done')",
+        ])
+        with smolagents.CodeAgent(tools=[Shout()], model=model, executor=ex) as agent:
+            self.assertEqual(agent.run("replace"), "done")
+            second = ex.sandbox.sandbox_id
+            mem = agent.memory
+        self.assertEqual([k for k, _ in mem], ["task", "observation", "error", "observation",
+                                               "observation"], mem)
+        self.assertIn("ONE!", mem[1][1])
+        self.assertIn("replaced by a new one", mem[2][1])
+        self.assertIn("did not run", mem[2][1])
+        self.assertIn("TWO! False", mem[3][1])   # tools defined again; old state gone
+        self.assertNotEqual(first, second)
+        self.gone(first)
+        self.gone(second)
 
     def test_cleanup_is_idempotent_and_failed_setup_kills(self):
         ex = SandgateExecutor([], smolagents.AgentLogger(), addr=D.addr, api_key=DEMO_KEY,

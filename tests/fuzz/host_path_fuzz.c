@@ -54,10 +54,10 @@ static size_t model(const char *p, char *out, int *dotdot)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1 || size > 4096)
+    if (size < 1 || size > HOST_PATH_MAX + 64)
         return 0;
     size_t cap = 1 + (size_t)data[0] * HOST_PATH_MAX / 256;   /* 1..HOST_PATH_MAX */
-    char in[4097];
+    char in[HOST_PATH_MAX + 65];
     memcpy(in, data + 1, size - 1);
     in[size - 1] = 0;
 
@@ -77,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         else
             outside = 1;
     }
-    char want[4200];
+    char want[HOST_PATH_MAX + 80];
     int dotdot;
     size_t wlen = model(rest, want, &dotdot);
     int refuse = outside || dotdot || wlen == 0 || wlen >= cap;

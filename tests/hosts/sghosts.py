@@ -213,6 +213,21 @@ class Cluster:
             p.terminate()
 
 
+def host_pb(tmp):
+    """host.proto's messages (the internal gateway -> host API), generated
+    into tmp with the system protoc as clients/python/gen.sh does."""
+    out = os.path.join(tmp, "hoststubs")
+    if not os.path.isdir(out):
+        os.makedirs(out)
+        proto = os.path.join(REPO, "proto")
+        subprocess.run(["protoc", "-I", proto, "--python_out=" + out,
+                        "sandgate/v1/host.proto", "sandgate/v1/sandgate.proto"],
+                       check=True, timeout=60)
+        sys.path.insert(0, out)
+    import importlib
+    return importlib.import_module("sandgate.v1.host_pb2")
+
+
 def timed(fn, *a, **kw):
     """(seconds, result or grpc.RpcError)."""
     t0 = time.monotonic()

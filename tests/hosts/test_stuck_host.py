@@ -87,6 +87,37 @@ class StuckHost(unittest.TestCase):
             lambda: any(("host %s " % name) in ln and "NOT_SERVING" in ln
                         for ln in self.gw.read_log().splitlines()), timeout, 0.05)
 
+    def test_load_report_is_owners_of_every_tenant_and_only_on_request(self):
+        """The host side of the load report (HostListRequest.all_tenants):
+        every tenant's owners and nothing else; an empty tenant alone lists
+        nothing; all_tenants with a tenant or user is refused."""
+        hpb = sghosts.host_pb(self.tmp)
+        dt, s1 = self.create(self.task(self.a, "rep-demo"))
+        self.assertNotIsInstance(s1, Exception, s1)
+        dt, s2 = self.create(self.task(self.a, "rep-other", tenant="other", user="ot"),
+                             OTHER_KEY, "ot")
+        self.assertNotIsInstance(s2, Exception, s2)
+        ch = grpc.insecure_channel("127.0.0.1:%d" % self.a.port)
+        try:
+            call = ch.unary_unary("/sandgate.v1.Host/ListSandboxes",
+                                  request_serializer=hpb.HostListRequest.SerializeToString,
+                                  response_deserializer=hpb.HostListResponse.FromString)
+            r = call(hpb.HostListRequest(all_tenants=True), timeout=10)
+            owners = {(x.owner.tenant_id, x.owner.task_id) for x in r.sandboxes}
+            self.assertIn(("demo", s1.task_id), owners)
+            self.assertIn(("other", s2.task_id), owners)
+            self.assertFalse(any(x.HasField("sandbox") for x in r.sandboxes), "owners only")
+            self.assertEqual(list(call(hpb.HostListRequest(), timeout=10).sandboxes), [])
+            for bad in (hpb.HostListRequest(all_tenants=True, tenant_id="demo"),
+                        hpb.HostListRequest(all_tenants=True, user_id="alice")):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    call(bad, timeout=10)
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        finally:
+            ch.close()
+        self.api.kill(DEMO_KEY, "alice", s1.sandbox_id)
+        self.api.kill(OTHER_KEY, "ot", s2.sandbox_id)
+
     def test_stuck_host(self):
         a, b = self.a, self.b
         try:

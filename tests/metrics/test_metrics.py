@@ -14,6 +14,7 @@ Env: SANDGATE_BUILD (build dir with bin/). Run with /usr/bin/python3.
 """
 import json
 import os
+import sys
 import shutil
 import socket
 import subprocess
@@ -24,15 +25,12 @@ import urllib.parse
 import urllib.request
 import uuid
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-RUN_SH = os.path.join(REPO, "deploy", "local", "run.sh")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tenancy"))
+import sgtenancy as sg  # noqa: E402
+
+REPO = sg.REPO
 KEY = "sg-demo-key-0001"
 S = {}
-
-
-def _run_sh(cmd, check=True):
-    return subprocess.run([RUN_SH, cmd], env=S["env"], check=check, capture_output=True,
-                          text=True, timeout=60)
 
 
 def cli(*args, key=KEY, check=True, timeout=60):
@@ -79,21 +77,15 @@ def free_port():
 def setUpModule():
     S["tmp"] = tmp = tempfile.mkdtemp(prefix="sandgate-metrics-")
     unittest.addModuleCleanup(shutil.rmtree, tmp, ignore_errors=True)
-    env = dict(os.environ)
-    env.update(SANDGATE_RUN_DIR=os.path.join(tmp, "run"), SANDGATE_PORT="0",
-               SANDGATE_HOST_PORT="0", SANDGATE_METRICS_PORT="0", SANDGATE_HOST_METRICS_PORT="0")
-    env.setdefault("SANDGATE_BUILD", os.path.join(REPO, "build"))
-    S["env"] = env
-    unittest.addModuleCleanup(lambda: _run_sh("stop", check=False))
-    r = _run_sh("start", check=False)
-    if r.returncode != 0:
-        raise RuntimeError("run.sh start failed:\n%s%s" % (r.stdout, r.stderr))
-    run = os.path.join(tmp, "run")
-    for f, k in (("gateway.port", "addr"), ("gateway-metrics.port", "gateway_metrics"),
-                 ("host-metrics.port", "host_metrics")):
-        with open(os.path.join(run, f)) as fh:
-            S[k] = fh.read().strip()
-    S["addr"] = "127.0.0.1:" + S["addr"]
+    with open(os.path.join(REPO, "deploy", "local", "policy.yaml")) as f:
+        d = sg.Daemons(tmp, f.read(), env={"SANDGATE_METRICS_PORT": "0",
+                                           "SANDGATE_HOST_METRICS_PORT": "0"})
+    unittest.addModuleCleanup(d.stop)
+    d.start()
+    S["env"] = d.env
+    S["addr"] = d.addr
+    S["gateway_metrics"] = d.read("gateway-metrics.port").strip()
+    S["host_metrics"] = d.read("host-metrics.port").strip()
     # The calls whose counts the tests expect.
     sb = cli("create", "--template", "code-interpreter", "--task",
              "m-" + uuid.uuid4().hex[:8]).stdout.strip()

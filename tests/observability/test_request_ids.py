@@ -13,9 +13,7 @@ Env: SANDGATE_BUILD (build dir with bin/). Run with /usr/bin/python3.
 """
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,39 +22,25 @@ import uuid
 
 import grpc
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-RUN_SH = os.path.join(REPO, "deploy", "local", "run.sh")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tenancy"))
+import sgtenancy as sg  # noqa: E402
+
+REPO = sg.REPO
 KEY = "sg-demo-key-0001"
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 S = {}
 
 
-def _run_sh(cmd, check=True):
-    return subprocess.run([RUN_SH, cmd], env=S["env"], check=check, capture_output=True,
-                          text=True, timeout=60)
-
-
 def setUpModule():
     S["tmp"] = tmp = tempfile.mkdtemp(prefix="sandgate-reqid-")
     unittest.addModuleCleanup(shutil.rmtree, tmp, ignore_errors=True)
-    out = os.path.join(tmp, "stubs")
-    os.makedirs(out)
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", os.path.join(REPO, "proto"),
-                    "--python_out=" + out, "sandgate/v1/sandgate.proto"], check=True, timeout=60)
-    sys.path.insert(0, out)
-    env = dict(os.environ)
-    env.update(SANDGATE_RUN_DIR=os.path.join(tmp, "run"), SANDGATE_PORT="0",
-               SANDGATE_HOST_PORT="0", SANDGATE_LOG_LEVEL="debug")
-    env.setdefault("SANDGATE_BUILD", os.path.join(REPO, "build"))
-    S["env"] = env
-    unittest.addModuleCleanup(lambda: _run_sh("stop", check=False))
-    r = _run_sh("start", check=False)
-    if r.returncode != 0:
-        raise RuntimeError("run.sh start failed:\n%s%s" % (r.stdout, r.stderr))
-    with open(os.path.join(tmp, "run", "gateway.port")) as f:
-        S["addr"] = "127.0.0.1:" + f.read().strip()
-    from sandgate.v1 import sandgate_pb2
-    S["pb"] = sandgate_pb2
+    with open(os.path.join(REPO, "deploy", "local", "policy.yaml")) as f:
+        d = sg.Daemons(tmp, f.read(), env={"SANDGATE_LOG_LEVEL": "debug"})
+    unittest.addModuleCleanup(d.stop)
+    d.start()
+    S["d"] = d
+    S["addr"] = d.addr
+    S["pb"] = sg.stubs(tmp)[0]
     S["channel"] = grpc.insecure_channel(S["addr"])
 
 
@@ -73,8 +57,7 @@ def trailer_id(call_or_err):
 
 
 def log_lines(name):
-    with open(os.path.join(S["tmp"], "run", name)) as f:
-        return f.read().splitlines()
+    return S["d"].read(name).splitlines()
 
 
 def wait_for(pred, what, timeout=10):

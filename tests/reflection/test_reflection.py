@@ -24,16 +24,13 @@ import uuid
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-RUN_SH = os.path.join(REPO, "deploy", "local", "run.sh")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tenancy"))
+import sgtenancy as sg  # noqa: E402
+
+REPO = sg.REPO
 GRPC_PROTO = "/usr/share/grpc-proto"
 DEMO_KEY = "sg-demo-key-0001"
 S = {}
-
-
-def _run_sh(cmd, check=True):
-    return subprocess.run([RUN_SH, cmd], env=S["env"], check=check, capture_output=True,
-                          text=True, timeout=60)
 
 
 def setUpModule():
@@ -52,18 +49,12 @@ def setUpModule():
         spec = importlib.util.spec_from_file_location("reflection_%s_pb2" % ver, path)
         S["pb_" + ver] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(S["pb_" + ver])
-    env = dict(os.environ)
-    env.update(SANDGATE_RUN_DIR=os.path.join(tmp, "run"), SANDGATE_PORT="0",
-               SANDGATE_HOST_PORT="0")
-    env.setdefault("SANDGATE_BUILD", os.path.join(REPO, "build"))
-    S["env"] = env
-    unittest.addModuleCleanup(lambda: _run_sh("stop", check=False))
-    r = _run_sh("start", check=False)
-    if r.returncode != 0:
-        raise RuntimeError("run.sh start failed:\n%s%s" % (r.stdout, r.stderr))
-    for name in ("gateway", "host"):
-        with open(os.path.join(tmp, "run", name + ".port")) as f:
-            S[name] = "127.0.0.1:" + f.read().strip()
+    with open(os.path.join(REPO, "deploy", "local", "policy.yaml")) as f:
+        d = sg.Daemons(tmp, f.read())
+    unittest.addModuleCleanup(d.stop)
+    d.start()
+    S["gateway"] = d.addr
+    S["host"] = "127.0.0.1:" + d.read("host.port").strip()
 
 
 class Reflector:

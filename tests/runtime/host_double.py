@@ -241,3 +241,26 @@ def results(frames, ftype):
 def text_result(frames):
     rs = [p for t, p in frames if t == "r" and p.startswith(b"text/plain\0")]
     return rs[0].split(b"\0", 1)[1].decode() if rs else None
+
+
+def rich_results(frames):
+    """Results as the host assembles them from 'b', 'k', 'r', 'f' frames:
+    [(main: bool, [(mime, data bytes)])]."""
+    out, cur, chunks = [], None, []
+    for t, p in frames:
+        if t == "b":
+            cur = (p == b"main", [])
+        elif t == "k":
+            chunks.append(p)
+        elif t == "r":
+            mime, data = p.split(b"\0", 1)
+            rep = (mime.decode(), b"".join(chunks) + data)
+            chunks = []
+            if cur is None:
+                out.append((False, [rep]))
+            else:
+                cur[1].append(rep)
+        elif t == "f" and cur is not None:
+            out.append(cur)
+            cur = None
+    return out

@@ -14,7 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from host_double import (Sandbox, Zygote, descendants,  # noqa: E402
-                         proc_stat, results, text_result)
+                         proc_stat, results, rich_results, text_result)
 
 SECRET = "SANDGATE_TEST_SECRET"
 
@@ -113,6 +113,53 @@ class RuntimeTest(unittest.TestCase):
         self.assertTrue(pngs[0][10:].startswith(b"\x89PNG"))
         f = self.ctx.run("len(plt.get_fignums())")
         self.assertEqual(text_result(f), "0")  # figures closed once sent
+
+    # -- rich results (display.py, mplinline.py) --
+    def test_result_split_across_frames_arrives_whole(self):
+        f = self.ctx.run("'\u00e9x' * 100000")
+        rs = rich_results(f)
+        self.assertEqual(len(rs), 1)
+        main, reps = rs[0]
+        self.assertTrue(main)
+        self.assertGreater(len(results(f, "k")), 2)   # several frames
+        self.assertTrue(all(len(t) + len(p) <= 65536 for t, p in f))
+        self.assertEqual(reps, [("text/plain", repr("\u00e9x" * 100000).encode())])
+
+    def test_display_order_semicolon_and_bundles(self):
+        f = self.ctx.run("class H:\n"
+                         "    def _repr_html_(self): return '<i>h</i>'\n"
+                         "    def _repr_json_(self): raise ValueError('no json')\n"
+                         "display(1, H())\nprint('between')\ndisplay('x')\n42;")
+        rs = rich_results(f)
+        self.assertEqual([r[0] for r in rs], [False, False, False])  # `;` hides 42
+        self.assertEqual(rs[0][1], [("text/plain", b"1")])
+        self.assertEqual([m for m, _ in rs[1][1]], ["text/plain", "text/html"])
+        self.assertEqual(rs[2][1], [("text/plain", b"'x'")])
+        err = b"".join(results(f, "e")).decode()
+        self.assertIn("_repr_json_ of a H object raised ValueError: no json", err)
+        kinds = [t for t, _ in f]
+        self.assertLess(kinds.index("o"), len(kinds) - 1 - kinds[::-1].index("b"))
+
+    def test_failing_repr_traceback_starts_in_cell(self):
+        f = self.ctx.run("class Bad:\n    def __repr__(self): raise KeyError('r')\n"
+                         "display(Bad())")
+        name, _, tb = results(f, "x")[0].decode().split("\0")
+        self.assertEqual(name, "KeyError")
+        self.assertNotIn("display.py", tb)
+        self.assertNotIn("notebook.py", tb)
+        self.assertIn("__repr__", tb)
+
+    def test_plt_show_sends_figure_where_called(self):
+        f = self.ctx.run("import matplotlib.pyplot as plt\nplt.plot([1, 2])\n"
+                         "plt.show()\nprint('after')\n"
+                         "import matplotlib; matplotlib.get_backend()", timeout=30)
+        rs = rich_results(f)
+        self.assertEqual(len(rs), 2)
+        self.assertEqual([m for m, _ in rs[0][1]], ["text/plain", "image/png"])
+        self.assertTrue(rs[0][1][1][1].startswith(b"\x89PNG"))
+        self.assertEqual(rs[1], (True, [("text/plain", b"'module://sandgate_inline'")]))
+        kinds = [t for t, _ in f]
+        self.assertLess(kinds.index("f"), kinds.index("o"))   # the figure before 'after'
 
     # -- errors --
     def test_exception_traceback_and_survival(self):

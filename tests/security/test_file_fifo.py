@@ -27,11 +27,13 @@ HEALTH_MAX_S = 2.0    # the host's health check while file calls hit the FIFO
 
 
 def unstick_fifos(uid_base):
-    """Open every sandbox's /workspace/f for reading from outside, once: on
-    the old code this is what lets a host blocked in open(O_WRONLY) go on,
-    so a failing run still shuts down cleanly."""
+    """Open /workspace/f of every sandbox of this host (its cgroups are
+    "<host name>-<id>") for reading from outside, once: on the old code this
+    is what lets a host blocked in open(O_WRONLY) go on, so a failing run
+    still shuts down cleanly."""
+    mine = "/" + os.environ["SG_SEC_HOST_NAME"] + "-"
     for pid, uid, _, _, _ in sgsec.procs():
-        if uid < uid_base:
+        if uid < uid_base or mine not in sgsec.proc_cgroup(pid):
             continue
         p = "/proc/%d/root/workspace/f" % pid
         try:

@@ -60,10 +60,15 @@ def setUpModule():
     unittest.addModuleCleanup(S["api"].close)
 
 
+TASKS = {}   # sandbox id -> its task
+
+
 def on_host(api, key, user, host, tries=24):
     """Create sandboxes (new task each time) until one lands on host."""
     for i in range(tries):
-        sb = api.create(key, user, "hd-%s-%d" % (uuid.uuid4().hex[:6], i))
+        task = "hd-%s-%d" % (uuid.uuid4().hex[:6], i)
+        sb = api.create(key, user, task)
+        TASKS[sb.sandbox_id] = task
         if sb.sandbox_id.startswith(host + "-"):
             return sb.sandbox_id
     raise AssertionError("no sandbox landed on %s in %d creates" % (host, tries))
@@ -84,12 +89,19 @@ def requests(pb, sid, user):
 
 
 def answer(api, method, req, key):
-    """(code, details, trailing metadata as a sorted tuple) of a failing call."""
+    """(code, details, trailing metadata as a sorted tuple) of a failing call.
+    x-request-id (a fresh random id per call, for correlating logs) is kept as
+    "present", not compared by value."""
     try:
         api.call(method, req, key, timeout=30)
     except grpc.RpcError as e:
-        return e.code(), e.details(), tuple(sorted(e.trailing_metadata() or ())), e
+        return e.code(), e.details(), trailers(e), e
     return C.OK, "", (), None
+
+
+def trailers(e):
+    return tuple(sorted((k, "<per call>" if k == "x-request-id" else v)
+                        for k, v in (e.trailing_metadata() or ())))
 
 
 class HostDown(unittest.TestCase):
@@ -141,6 +153,14 @@ class HostDown(unittest.TestCase):
                 self.check_public(*c, what="%s own" % m)
                 # the caller's own id gets the same text (only the host is down)
                 self.assertEqual(a[1], c[1])
+
+    def test_create_retry_of_a_task_on_the_down_host(self):
+        # the task's live sandbox is on the stopped host: no second one elsewhere,
+        # a retryable HOST_UNAVAILABLE, no address
+        api = S["api"]
+        code, det, tr, e = answer(api, "CreateSandbox", api.pb.CreateSandboxRequest(
+            template=sg.TEMPLATE, user_id="du", task_id=TASKS[self.mine]), KD)
+        self.check_public(code, det, tr, e, "CreateSandbox retry")
 
     def test_other_host_still_serves_and_details_are_logged(self):
         api = S["api"]

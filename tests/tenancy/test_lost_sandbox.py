@@ -50,13 +50,19 @@ tenants:
 """ % (sg.key_hash(KD), sg.key_hash(KO))
 
 
+def trailers(e):
+    """Sorted trailers; x-request-id (fresh per call, for logs) kept as present."""
+    return tuple(sorted((k, "<per call>" if k == "x-request-id" else v)
+                        for k, v in (e.trailing_metadata() or ())))
+
+
 def get(api, key, user, sid):
     """(code, details, sorted trailers, error) of GetSandbox."""
     try:
         api.call("GetSandbox", api.pb.GetSandboxRequest(sandbox_id=sid, user_id=user), key,
                  timeout=30)
     except grpc.RpcError as e:
-        return e.code(), e.details(), tuple(sorted(e.trailing_metadata() or ())), e
+        return e.code(), e.details(), trailers(e), e
     return C.OK, "", (), None
 
 
@@ -65,7 +71,7 @@ def run(api, key, user, sid):
         api.call("RunCode", api.pb.RunCodeRequest(sandbox_id=sid, user_id=user, code="x"), key,
                  timeout=30)
     except grpc.RpcError as e:
-        return e.code(), e.details(), tuple(sorted(e.trailing_metadata() or ())), e
+        return e.code(), e.details(), trailers(e), e
     return C.OK, "", (), None
 
 

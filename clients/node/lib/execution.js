@@ -5,22 +5,44 @@
 const { StringDecoder } = require('node:string_decoder');
 
 class Result {
-  constructor(mimeType, data) {
+  // A notebook-style rich result: the value of the final expression (the
+  // main result), an object passed to display(), or a figure, with every
+  // representation it has. mimeType/data is the one older servers sent.
+  constructor(mimeType, data, representations = {}, main = null, dropped = false, notice = '') {
     this.mimeType = mimeType;
-    this.data = Buffer.from(data);  // raw bytes
+    this.data = Buffer.from(data);      // raw bytes
+    this.representations = representations;  // {mime: Buffer}
+    this._main = main;                  // null: a server without the flag
+    this.dropped = dropped;             // the output cap dropped some representations
+    this.notice = notice;               // ...and this says which
   }
 
-  _str(mime) { return this.mimeType === mime ? this.data.toString('utf8') : null; }
-  /** The repr of the cell's final expression (text/plain), else null. */
+  static fromPb(x) {
+    const reps = {};
+    for (const p of x.representations || []) reps[p.mime_type] = Buffer.from(p.data);
+    // A server that sets neither has no is_main_result: fall back to the mime type.
+    const main = Object.keys(reps).length || x.dropped ? !!x.is_main_result : null;
+    return new Result(x.mime_type, x.data, reps, main, !!x.dropped, x.notice || '');
+  }
+
+  _bytes(mime) {
+    if (mime in this.representations) return this.representations[mime];
+    return this.mimeType === mime ? this.data : null;
+  }
+
+  _str(mime) { const b = this._bytes(mime); return b === null ? null : b.toString('utf8'); }
+  /** The text/plain representation (the repr), else null. */
   get text() { return this._str('text/plain'); }
-  get png() { return this.mimeType === 'image/png' ? this.data : null; }
-  get jpeg() { return this.mimeType === 'image/jpeg' ? this.data : null; }
+  get png() { return this._bytes('image/png'); }
+  get jpeg() { return this._bytes('image/jpeg'); }
   get svg() { return this._str('image/svg+xml'); }
   get html() { return this._str('text/html'); }
   get markdown() { return this._str('text/markdown'); }
+  get latex() { return this._str('text/latex'); }
   get json() { const s = this._str('application/json'); return s === null ? null : JSON.parse(s); }
-  get isMainResult() { return this.mimeType === 'text/plain'; }
-  formats() { return [this.mimeType]; }
+  /** True for the value of the cell's final expression. */
+  get isMainResult() { return this._main !== null ? this._main : this.mimeType === 'text/plain'; }
+  formats() { const k = Object.keys(this.representations); return k.length ? k : [this.mimeType]; }
 }
 
 class Execution {
@@ -62,7 +84,7 @@ class RunCodeAccumulator {
       case 'stdout': case 'stderr':
         this._text(ev.event, this._dec[ev.event].write(ev[ev.event].data)); break;
       case 'result': {
-        const r = new Result(ev.result.mime_type, ev.result.data);
+        const r = Result.fromPb(ev.result);
         this.ex.results.push(r);
         if (this._cb.result) this._cb.result(r);
         break;
@@ -76,7 +98,7 @@ class RunCodeAccumulator {
         this.ex.end = {
           durationUs: Number(e.duration_us), truncated: e.truncated,
           outputBytesTotal: Number(e.output_bytes_total), timedOut: e.timed_out,
-          contextRestarted: e.context_restarted,
+          contextRestarted: e.context_restarted, resultsDropped: Number(e.results_dropped || 0),
         };
         break;
       }

@@ -9,7 +9,7 @@ same results, same exceptions; every call is a coroutine.
 functions or coroutine functions. One AsyncClient belongs to one event loop.
 """
 import inspect
-from typing import Any, AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping, Optional, Union
+from typing import Any, AsyncGenerator, Awaitable, Callable, Generator, Iterable, Mapping, Optional, Union
 
 import grpc
 import grpc.aio
@@ -42,7 +42,7 @@ class AsyncClient:
         elif addr or api_key or kw:
             raise TypeError("sandgate.AsyncClient: pass config= or keyword settings, not both")
         self.config = config.resolve()
-        self.addr = self.config.addr
+        self.addr: str = self.config.addr or ""
         self.pb = pb
         self._metadata = self.config.metadata()
         creds = self.config.credentials()
@@ -66,7 +66,7 @@ class AsyncClient:
             raise from_rpc_error(e) from None
 
     async def stream(self, method: str, request: Any,
-                     timeout: Optional[float] = None) -> AsyncIterator[Any]:
+                     timeout: Optional[float] = None) -> AsyncGenerator[Any, None]:
         call = self._calls[method](request, metadata=self._metadata, timeout=timeout)
         try:
             async for event in call:

@@ -6,7 +6,7 @@ A Client is thread-safe; share one among all the sandboxes of an agent
 service. Sandbox.create(...) without client= makes a private one and closes
 it with the sandbox.
 """
-from typing import Any, Iterator, Optional
+from typing import Any, Generator, Optional
 
 import grpc
 
@@ -34,7 +34,7 @@ class Client:
         elif addr or api_key or kw:
             raise TypeError("sandgate.Client: pass config= or keyword settings, not both")
         self.config = config.resolve()
-        self.addr = self.config.addr
+        self.addr: str = self.config.addr or ""
         self.pb = _rpc.pb
         self._metadata = self.config.metadata()
         creds = self.config.credentials()
@@ -61,7 +61,8 @@ class Client:
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
-    def stream(self, method: str, request: Any, timeout: Optional[float] = None) -> Iterator[Any]:
+    def stream(self, method: str, request: Any,
+               timeout: Optional[float] = None) -> Generator[Any, None, None]:
         """Iterate a server-streaming RPC by name; errors (also mid-stream)
         raise SandgateError. Closing the iterator early cancels the call."""
         call = self._calls[method](request, metadata=self._metadata, timeout=timeout)

@@ -11,7 +11,7 @@ import codecs
 import datetime
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 Callback = Optional[Callable[[Any], Any]]
 Pending = List[Tuple[Callable[[Any], Any], Any]]
@@ -19,19 +19,32 @@ Pending = List[Tuple[Callable[[Any], Any], Any]]
 
 @dataclass(frozen=True)
 class Result:
-    """One rich result of a cell: the repr of its final expression
-    (text/plain, the main result) or a figure (image/png).
+    """One rich result of a cell, as a notebook shows it: the value of its
+    final expression (the main result), an object passed to display(), or a
+    matplotlib figure — with every representation it has.
 
     The format properties return the data in that format or None:
     .text (str), .png / .jpeg (bytes), .svg / .html / .markdown / .latex (str),
-    .json (parsed). .data is the raw bytes, .mime_type says which.
+    .json (parsed). .representations maps each MIME type to its bytes;
+    .mime_type/.data is the one older servers sent (a figure's PNG, else the
+    text). .dropped: the output cap dropped some of it (.notice says what).
     """
 
     mime_type: str
     data: bytes
+    representations: Dict[str, bytes] = field(default_factory=dict)
+    main: Optional[bool] = None      # None: a server without the flag
+    dropped: bool = False
+    notice: str = ""
+
+    def _bytes(self, mime: str) -> Optional[bytes]:
+        if mime in self.representations:
+            return self.representations[mime]
+        return self.data if self.mime_type == mime else None
 
     def _str(self, mime: str) -> Optional[str]:
-        return self.data.decode("utf-8", "replace") if self.mime_type == mime else None
+        b = self._bytes(mime)
+        return b.decode("utf-8", "replace") if b is not None else None
 
     @property
     def text(self) -> Optional[str]:
@@ -39,11 +52,11 @@ class Result:
 
     @property
     def png(self) -> Optional[bytes]:
-        return self.data if self.mime_type == "image/png" else None
+        return self._bytes("image/png")
 
     @property
     def jpeg(self) -> Optional[bytes]:
-        return self.data if self.mime_type == "image/jpeg" else None
+        return self._bytes("image/jpeg")
 
     @property
     def svg(self) -> Optional[str]:
@@ -69,6 +82,8 @@ class Result:
     @property
     def is_main_result(self) -> bool:
         """True for the value of the cell's final expression."""
+        if self.main is not None:
+            return self.main
         return self.mime_type == "text/plain"
 
     def base64(self) -> str:
@@ -76,7 +91,7 @@ class Result:
         return base64.b64encode(self.data).decode("ascii")
 
     def formats(self) -> List[str]:
-        return [self.mime_type]
+        return list(self.representations) or [self.mime_type]
 
     def __repr__(self) -> str:
         if self.mime_type.startswith("text/"):
@@ -119,6 +134,7 @@ class End:
     output_bytes_total: int   # bytes the code produced, including what was cut
     timed_out: bool
     context_restarted: bool   # the context was killed and restarted: its state is lost
+    results_dropped: int = 0  # results the output cap dropped representations of
 
 
 @dataclass
@@ -207,7 +223,11 @@ class RunCodeAccumulator:
         elif kind == "stderr":
             self._call("stderr", self._err.feed(ev.stderr.data), pending)
         elif kind == "result":
-            r = Result(ev.result.mime_type, bytes(ev.result.data))
+            x = ev.result
+            reps = {p.mime_type: bytes(p.data) for p in x.representations}
+            # A server that sets neither has no is_main_result: fall back.
+            main = x.is_main_result if (reps or x.dropped) else None
+            r = Result(x.mime_type, bytes(x.data), reps, main, x.dropped, x.notice)
             self.ex.results.append(r)
             self._call("result", r, pending)
         elif kind == "error":
@@ -216,7 +236,7 @@ class RunCodeAccumulator:
         elif kind == "end":
             e = ev.end
             self.ex.end = End(e.duration_us, e.truncated, e.output_bytes_total, e.timed_out,
-                              e.context_restarted)
+                              e.context_restarted, e.results_dropped)
         return pending
 
     def finish(self) -> Pending:

@@ -26,13 +26,16 @@ class's decoder. What this class adds for a sandbox:
   and package path are defined again;
 - a final answer longer than the runtime's 8 KiB error value is fetched
   whole from a file the patched tool writes;
+- a sandbox that ends under the agent (TTL, idle timeout, its host lost it)
+  is replaced by a new one for the same task, and the model is told its
+  state is gone;
 - cleanup()/delete() kill the sandbox (CodeAgent.cleanup and `with` call it).
 """
 import inspect
 import io
 import shlex
 import uuid
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional
 
 try:
     from smolagents.local_python_executor import CodeOutput
@@ -41,7 +44,8 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("sandgate.smolagents needs smolagents (pip install smolagents)") from e
 
-from .errors import SandgateError
+from .client import Client
+from .errors import SandboxLost, SandboxNotFound, SandgateError
 from .sandbox import Sandbox
 
 PACKAGES_DIR = "/workspace/.sandgate/site-packages"
@@ -123,14 +127,26 @@ class SandgateExecutor(RemotePythonExecutor):
         self.pip_args = list(pip_args)
         self._setup: List[str] = []      # tool/setup cells replayed after a restart
         self._recording = False
+        self.sandbox: Optional[Sandbox] = None  # None once cleaned up
+        self._client: Optional[Client] = None   # owned: made here for our own sandbox
+        self._create: Optional[Dict[str, Any]] = None  # how to make the sandbox again
         if sandbox is not None:
             self.sandbox = sandbox
             self._kill = bool(kill_on_cleanup)
         else:
-            self.sandbox = Sandbox.create(template, user_id=user_id,
-                                          task_id=task_id or "smolagents-" + uuid.uuid4().hex,
-                                          ttl_seconds=ttl_seconds, env=env, egress=egress,
-                                          secrets=secrets, client=client, **conn)
+            if client is None:
+                client = self._client = Client(**conn)
+            elif conn:
+                raise TypeError("SandgateExecutor: pass client= or connection settings, not both")
+            self._create = dict(template=template, user_id=user_id,
+                                task_id=task_id or "smolagents-" + uuid.uuid4().hex,
+                                ttl_seconds=ttl_seconds, env=env, egress=list(egress),
+                                secrets=list(secrets), client=client)
+            try:
+                self.sandbox = Sandbox.create(**self._create)
+            except BaseException:
+                self._close_client()
+                raise
             self._kill = True if kill_on_cleanup is None else kill_on_cleanup
         try:
             self._run_setup(_SETUP_CODE % {"dir": PACKAGES_DIR})
@@ -138,7 +154,7 @@ class SandgateExecutor(RemotePythonExecutor):
         except BaseException:
             self.cleanup()
             raise
-        self.logger.log("sandgate sandbox %s is running" % self.sandbox.sandbox_id)
+        self.logger.log("sandgate sandbox %s is running" % self._sb.sandbox_id)
 
     # -- the contract ------------------------------------------------------------
 
@@ -150,8 +166,11 @@ class SandgateExecutor(RemotePythonExecutor):
         logs, the exception and its traceback."""
         if self._recording:
             self._setup.append(code)
-        ex = self.sandbox.run_code(code, timeout=self.timeout,
-                                   max_output_bytes=self.max_output_bytes)
+        try:
+            ex = self._sb.run_code(code, timeout=self.timeout,
+                                       max_output_bytes=self.max_output_bytes)
+        except SandboxNotFound as e:  # also SandboxLost: its host restarted
+            self._replace_sandbox(e)  # raises AgentError telling the model
         logs = ex.logs.stdout
         if ex.logs.stderr:
             logs += ("\n" if logs and not logs.endswith("\n") else "") + ex.logs.stderr
@@ -195,24 +214,27 @@ class SandgateExecutor(RemotePythonExecutor):
         missing = self._not_importable(names)
         if missing:
             cmd = ("PIP_DISABLE_PIP_VERSION_CHECK=1 python3 -m pip install --no-input "
-                   "--no-cache-dir --target %s %s %s" % (
+                   "--no-cache-dir --no-compile --target %s %s %s" % (
                        shlex.quote(PACKAGES_DIR), " ".join(shlex.quote(a) for a in self.pip_args),
                        " ".join(shlex.quote(n) for n in missing)))
             self.logger.log("sandgate: pip install %s" % " ".join(missing))
-            res = self.sandbox.commands.run(cmd, timeout=max(self.timeout or 0, 300))
+            res = self._sb.commands.run(cmd, timeout=max(self.timeout or 0, 300))
             if res.exit_code != 0:
-                raise AgentError("pip install %s failed (exit %d):\n%s" % (
-                    " ".join(missing), res.exit_code, (res.stdout + res.stderr)[-4000:]),
-                    self.logger)
+                how = ("ran past the action time limit and was killed" if res.timed_out
+                       else "was killed by signal %d" % res.signal if res.signal
+                       else "failed (exit %d)" % res.exit_code)
+                raise AgentError("pip install %s %s:\n%s" % (
+                    " ".join(missing), how, (res.stdout + res.stderr)[-4000:]), self.logger)
             self._run_setup(_SETUP_CODE % {"dir": PACKAGES_DIR})
         return list(additional_imports or ())
 
     def cleanup(self) -> None:
         """Kill the sandbox (idempotent; errors are logged, not raised)."""
         sb = getattr(self, "sandbox", None)
-        if sb is None:
-            return
         self.sandbox = None
+        if sb is None:
+            self._close_client()
+            return
         try:
             if self._kill:
                 self.logger.log("sandgate: killing sandbox %s" % sb.sandbox_id)
@@ -221,6 +243,33 @@ class SandgateExecutor(RemotePythonExecutor):
                 sb.close()
         except SandgateError as e:
             _log_error(self.logger, "sandgate: cleanup of %s failed: %s" % (sb.sandbox_id, e))
+        finally:
+            self._close_client()
+
+    def _replace_sandbox(self, why: SandgateError) -> NoReturn:
+        """The sandbox ended under us (TTL, idle timeout, its host lost it):
+        make a new one for the same task, define the tools again and tell
+        the model its state is gone. Without the means to (sandbox= given),
+        tell it the sandbox is gone."""
+        old = self._sb
+        if self._create is None:
+            raise AgentError("sandgate: the sandbox %s is gone (%s); this executor cannot make "
+                             "another" % (old.sandbox_id, why.reason or why),
+                             self.logger)
+        _log_error(self.logger, "sandgate: sandbox %s ended (%s); making a new one"
+                   % (old.sandbox_id, why))
+        self.sandbox = Sandbox.create(**self._create)
+        self._replay_setup()
+        raise AgentError("[sandgate: the sandbox ended (%s) and was replaced by a new one: every "
+                         "variable, import and file from earlier steps is lost; tools are defined "
+                         "again. This step's code did not run.]"
+                         % ("its host restarted" if isinstance(why, SandboxLost)
+                            else "its lifetime ran out or it was killed"), self.logger)
+
+    def _close_client(self) -> None:
+        c, self._client = self._client, None
+        if c is not None:
+            c.close()
 
     def delete(self) -> None:
         """Same as cleanup()."""
@@ -235,8 +284,15 @@ class SandgateExecutor(RemotePythonExecutor):
 
     # -- helpers -------------------------------------------------------------------
 
+    @property
+    def _sb(self) -> Sandbox:
+        if self.sandbox is None:
+            raise AgentError("sandgate: this executor was cleaned up (its sandbox is killed)",
+                             self.logger)
+        return self.sandbox
+
     def _run_setup(self, code: str) -> None:
-        ex = self.sandbox.run_code(code, timeout=self.timeout or 60)
+        ex = self._sb.run_code(code, timeout=self.timeout or 60)
         if ex.error is not None:
             raise AgentError("sandgate: setup failed: %s: %s" % (ex.error.name, ex.error.value),
                              self.logger)
@@ -245,7 +301,7 @@ class SandgateExecutor(RemotePythonExecutor):
 
     def _replay_setup(self) -> None:
         for code in list(self._setup):
-            ex = self.sandbox.run_code(code, timeout=self.timeout or 60)
+            ex = self._sb.run_code(code, timeout=self.timeout or 60)
             if ex.error is not None:
                 _log_error(self.logger, "sandgate: re-running setup after a restart failed: "
                            "%s: %s" % (ex.error.name, ex.error.value))
@@ -253,7 +309,7 @@ class SandgateExecutor(RemotePythonExecutor):
     def _not_importable(self, names: List[str]) -> List[str]:
         if not names:
             return []
-        ex = self.sandbox.run_code("import importlib.util as _sg_u\n"
+        ex = self._sb.run_code("import importlib.util as _sg_u\n"
                                    "[n for n in %r if _sg_u.find_spec(n) is None]" % names,
                                    timeout=30)
         if ex.error is not None or ex.text is None:
@@ -264,7 +320,7 @@ class SandgateExecutor(RemotePythonExecutor):
     def _final_answer(self, value: str) -> Any:
         if value.endswith(_CUT_MARK):  # cut by the runtime: the hook kept it whole
             try:
-                value = self.sandbox.files.read(_FINAL_FILE)
+                value = str(self._sb.files.read(_FINAL_FILE))
             except SandgateError as e:
                 raise AgentError("sandgate: the final answer was cut and could not be read "
                                  "back: %s" % e, self.logger)

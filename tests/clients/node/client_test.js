@@ -166,7 +166,12 @@ test('results by mime type', async () => {
   assert.equal(by['text/plain'].text, "'done'");
   assert.equal(by['text/plain'].png, null);
   assert.deepEqual([...by['image/png'].png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-  assert.equal(by['image/png'].text, null);
+  assert.match(by['image/png'].text, /Figure/);  // a figure also has its repr, as in a notebook
+  assert.equal(by['image/png'].isMainResult, false);
+  assert.equal(by['text/plain'].isMainResult, true);
+  const df = await sb.runCode("import pandas as pd\npd.DataFrame({'a': [1, 2]})", { timeout: 30 });
+  assert.ok(df.results[0].formats().includes('text/html'), df.results[0].formats());
+  assert.match(df.results[0].html, /<table/);
   assert.deepEqual((await sb.runCode('b = 1', { timeout: 10 })).results, []);
 });
 
@@ -394,6 +399,13 @@ test('a policy denial carries reason and rule', async () => {
   assert.ok(e.rule);
   assert.equal(e.metadata.rule, e.rule);
   assert.ok(e.message.includes(e.rule));
+});
+
+test('bad strings are InvalidArgument naming the field', async () => {
+  let e = await rejectsWith(sg.Sandbox.create({ userId: 'bad user', taskId: 'node-bad', client: demo }), sg.InvalidArgument, 'space in user_id');
+  assert.match(e.details, /user_id/);
+  e = await rejectsWith(sg.Sandbox.create({ userId: 'alice', taskId: 't\u0000', client: demo }), sg.InvalidArgument, 'NUL in task_id');
+  assert.match(e.details, /task_id/);
 });
 
 test('a client deadline is Timeout; a dead gateway is Unavailable', async () => {

@@ -1,0 +1,235 @@
+/* client.c — the client's channels (one per endpoint), its completion-queue
+ * thread, and unary calls with per-attempt deadlines and failover to the
+ * next member. The keeper (keeper.c) and watch (watch.c) run on the same
+ * thread: the loop wakes at least every ETCD_TICK_MS to let them act on
+ * time, since C core has no timers of its own in the C API. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etcd/internal.h"
+
+static const struct {
+    const char *path;
+    const ProtobufCMessageDescriptor *resp;
+} methods[ETCD_N_METHODS] = {
+    [ETCD_RANGE] = {"/etcdserverpb.KV/Range", &etcdserverpb__range_response__descriptor},
+    [ETCD_PUT] = {"/etcdserverpb.KV/Put", &etcdserverpb__put_response__descriptor},
+    [ETCD_DELETE_RANGE] = {"/etcdserverpb.KV/DeleteRange",
+                           &etcdserverpb__delete_range_response__descriptor},
+    [ETCD_TXN] = {"/etcdserverpb.KV/Txn", &etcdserverpb__txn_response__descriptor},
+    [ETCD_LEASE_GRANT] = {"/etcdserverpb.Lease/LeaseGrant",
+                          &etcdserverpb__lease_grant_response__descriptor},
+    [ETCD_LEASE_REVOKE] = {"/etcdserverpb.Lease/LeaseRevoke",
+                           &etcdserverpb__lease_revoke_response__descriptor},
+    [ETCD_LEASE_KEEPALIVE] = {"/etcdserverpb.Lease/LeaseKeepAlive",
+                              &etcdserverpb__lease_keep_alive_response__descriptor},
+};
+
+/* Ask members to refuse rather than serve without a leader (etcd's own
+ * clients send it): a partitioned member fails the call, and the next
+ * member is tried. */
+static grpc_metadata require_leader_md[1];
+
+static void *loop_main(void *arg)
+{
+    etcd_client *c = arg;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(c->cq, rpc_deadline_in(ETCD_TICK_MS / 1e3),
+                                                   NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            return NULL;
+        if (ev.type == GRPC_OP_COMPLETE) {
+            rpc_tag *t = ev.tag;
+            t->fn(t->arg, ev.success);
+        }
+        if (!atomic_load(&c->stopping)) {
+            etcd_keepers_tick(c);
+            etcd_watches_tick(c);
+        }
+    }
+}
+
+etcd_client *etcd_client_create(const char *const *endpoints, size_t n, double timeout_s,
+                                sg_err *err)
+{
+    if (n == 0 || n > ETCD_MAX_ENDPOINTS) {
+        sg_err_set(err, SG_EINVAL, "etcd: %zu endpoints; expected 1 to %d", n,
+                   ETCD_MAX_ENDPOINTS);
+        return NULL;
+    }
+    require_leader_md[0].key = grpc_slice_from_static_string("hasleader");
+    require_leader_md[0].value = grpc_slice_from_static_string("true");
+    etcd_client *c = calloc(1, sizeof *c);
+    c->n = n;
+    c->timeout_s = timeout_s > 0 ? timeout_s : 2;
+    pthread_mutex_init(&c->mu, NULL);
+    for (size_t i = 0; i < n; i++) {
+        char target[300];
+        snprintf(target, sizeof target, "dns:///%s", endpoints[i]);
+        c->endpoints[i] = strdup(endpoints[i]);
+        c->ch[i] = rpc_channel_create(target, NULL);
+        if (!c->ch[i]) {
+            sg_err_set(err, SG_EINTERNAL, "etcd: cannot make a channel to %s", endpoints[i]);
+            etcd_client_destroy(c);
+            return NULL;
+        }
+    }
+    c->cq = grpc_completion_queue_create_for_next(NULL);
+    if (pthread_create(&c->thread, NULL, loop_main, c) != 0) {
+        sg_err_errno(err, SG_EINTERNAL, "etcd: pthread_create");
+        grpc_completion_queue_destroy(c->cq);
+        c->cq = NULL;
+        etcd_client_destroy(c);
+        return NULL;
+    }
+    c->started = 1;
+    return c;
+}
+
+void etcd_client_destroy(etcd_client *c)
+{
+    if (!c)
+        return;
+    atomic_store(&c->stopping, 1);
+    for (size_t i = 0; i < c->n; i++)
+        if (c->ch[i])
+            grpc_channel_destroy(c->ch[i]);   /* calls in flight fail and complete */
+    if (c->started) {
+        grpc_completion_queue_shutdown(c->cq);
+        pthread_join(c->thread, NULL);
+        grpc_completion_queue_destroy(c->cq);
+    }
+    for (size_t i = 0; i < c->n; i++)
+        free(c->endpoints[i]);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* ---- unary calls with failover ---- */
+
+typedef struct etcd_req {
+    etcd_client *c;
+    etcd_method m;
+    uint8_t *bytes;       /* owned: the packed request, re-sent on failover */
+    size_t len;
+    size_t first, tried;  /* endpoint of the first attempt, attempts made */
+    etcd_done done;
+    void *arg;
+} etcd_req;
+
+static int attempt(etcd_req *q, sg_err *err);
+
+static void on_reply(void *arg, rpc_unary_result *r)
+{
+    etcd_req *q = arg;
+    etcd_client *c = q->c;
+    if (r->code == GRPC_STATUS_OK && r->resp) {
+        size_t len;
+        uint8_t *buf = rpc_flatten(r->resp, &len);
+        grpc_byte_buffer_destroy(r->resp);
+        ProtobufCMessage *resp = protobuf_c_message_unpack(methods[q->m].resp, NULL, len, buf);
+        free(buf);
+        q->done(q->arg, resp ? 0 : SG_EINTERNAL, resp, resp ? "" : "undecodable answer");
+        free(q->bytes);
+        free(q);
+        return;
+    }
+    int retry = (r->code == GRPC_STATUS_UNAVAILABLE || r->code == GRPC_STATUS_DEADLINE_EXCEEDED) &&
+                q->tried < c->n && !atomic_load(&c->stopping);
+    if (retry) {
+        /* This member is out; later calls start at the next one. */
+        size_t bad = (q->first + q->tried - 1) % c->n;
+        atomic_compare_exchange_strong(&c->current, &bad, (bad + 1) % c->n);
+        sg_err e;
+        if (attempt(q, &e) == 0)
+            return;
+    }
+    int code = r->code == GRPC_STATUS_UNAVAILABLE || r->code == GRPC_STATUS_DEADLINE_EXCEEDED
+                   ? SG_EUNAVAIL
+               : r->code == GRPC_STATUS_NOT_FOUND ? SG_ENOTFOUND
+                                                  : SG_EINTERNAL;
+    q->done(q->arg, code, NULL, r->details ? r->details : "");
+    free(q->bytes);
+    free(q);
+}
+
+static int attempt(etcd_req *q, sg_err *err)
+{
+    etcd_client *c = q->c;
+    size_t ep = (q->first + q->tried) % c->n;
+    q->tried++;
+    grpc_slice s = grpc_slice_from_copied_buffer((const char *)q->bytes, q->len);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    return rpc_unary_start(c->ch[ep], c->cq, NULL, methods[q->m].path,
+                           rpc_deadline_in(c->timeout_s), require_leader_md, 1, bb, on_reply, q,
+                           err);
+}
+
+int etcd_call(etcd_client *c, etcd_method m, const ProtobufCMessage *req, etcd_done done,
+              void *arg, sg_err *err)
+{
+    if (atomic_load(&c->stopping))
+        return sg_err_set(err, SG_EUNAVAIL, "etcd: the client is stopping");
+    etcd_req *q = calloc(1, sizeof *q);
+    q->c = c;
+    q->m = m;
+    q->len = protobuf_c_message_get_packed_size(req);
+    q->bytes = malloc(q->len ? q->len : 1);
+    protobuf_c_message_pack(req, q->bytes);
+    q->first = atomic_load(&c->current) % c->n;
+    q->done = done;
+    q->arg = arg;
+    if (attempt(q, err) != 0) {
+        free(q->bytes);
+        free(q);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- blocking form ---- */
+
+typedef struct sync_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, code;
+    ProtobufCMessage *resp;
+    char why[256];
+} sync_wait;
+
+static void on_sync(void *arg, int code, ProtobufCMessage *resp, const char *why)
+{
+    sync_wait *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->code = code;
+    w->resp = resp;
+    snprintf(w->why, sizeof w->why, "%s", why ? why : "");
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int etcd_call_sync(etcd_client *c, etcd_method m, const ProtobufCMessage *req,
+                   ProtobufCMessage **resp, sg_err *err)
+{
+    sync_wait w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    if (etcd_call(c, m, req, on_sync, &w, err) != 0)
+        return -1;
+    pthread_mutex_lock(&w.mu);
+    while (!w.done)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    *resp = w.resp;
+    if (w.code != 0)
+        return sg_err_set(err, w.code, "etcd %s: %s", methods[m].path,
+                          w.code == SG_EUNAVAIL ? "no member answered in time" : w.why);
+    return 0;
+}
+
+grpc_channel *etcd_channel(etcd_client *c, size_t i) { return c->ch[i % c->n]; }
+
+const grpc_metadata *etcd_leader_md(void) { return require_leader_md; }
