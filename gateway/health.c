@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "gateway/request.h"
 #include "grpc/health/v1/health.pb-c.h"
 
@@ -49,7 +50,7 @@ static void set_state(gw_host *h, int state, const char *why)
     int old = atomic_exchange(&h->serving, state);
     if (old != state)
         /* The log may name the address; public messages never do. */
-        fprintf(stderr, "sandgate: host %s (%s): %s%s%s\n", h->name, gw_host_address(h),
+        sg_log_info("host %s (%s): %s%s%s", h->name, gw_host_address(h),
                 state == GW_HOST_SERVING ? "SERVING" : "NOT_SERVING", why[0] ? ": " : "", why);
 }
 

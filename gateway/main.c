@@ -99,7 +99,7 @@ int main(int argc, char **argv)
     }
     int lvl = log_level ? sg_log_level_parse(log_level) : SG_LOG_INFO;
     if (lvl < 0) {
-        fprintf(stderr, "sandgate: --log-level %s: expected debug, info, warn or error\n",
+        sg_log_warn("--log-level %s: expected debug, info, warn or error",
                 log_level);
         return 2;
     }
@@ -109,26 +109,27 @@ int main(int argc, char **argv)
     policy_errors errs = {0};
     if (config_gateway_load(config, &G.cfg, &errs) != 0) {
         for (size_t i = 0; i < errs.n; i++)
-            fprintf(stderr, "%s\n", errs.items[i]);
+            sg_log_error("%s", errs.items[i]);
         return 1;
     }
     policy_errors_cleanup(&errs);
     sg_err err;
     if (gw_policy_load_initial(G.cfg.policy_path, &err) != 0 ||
         gw_audit_open(G.cfg.audit_log, &err) != 0) {
-        fprintf(stderr, "sandgate: %s\n", err.msg);
+        sg_log_error("%s", err.msg);
         return 1;
     }
     rpc_runtime_init();
+    rpc_runtime_log_json();
     grpc_server_credentials *creds = NULL;
     if (G.cfg.tls_cert && !(creds = tls_creds(&err))) {
-        fprintf(stderr, "sandgate: %s\n", err.msg);
+        sg_log_error("%s", err.msg);
         return 1;
     }
     int port = 0;
     G.srv = rpc_server_create(G.cfg.threads, &err);
     if (G.srv && gw_metrics_init(G.srv) != 0) {
-        fprintf(stderr, "sandgate: cannot set up metrics (out of memory)\n");
+        sg_log_error("cannot set up metrics (out of memory)");
         return 1;
     }
     if (!metrics)
@@ -140,7 +141,7 @@ int main(int argc, char **argv)
                                 &err) != 0 ||
         rpc_server_listen(G.srv, listen ? listen : G.cfg.listen, creds, &port, &err) != 0 ||
         rpc_server_start(G.srv, &err) != 0) {
-        fprintf(stderr, "sandgate: %s\n", err.msg);
+        sg_log_error("%s", err.msg);
         return 1;
     }
     if (creds)
@@ -148,11 +149,11 @@ int main(int argc, char **argv)
     gw_policy_watch_start();
     rpc_health_set_info("sandgate-policy-sha256", policy_hash_info);
     if (sg_daemon_write_port(port_file, port) != 0)
-        fprintf(stderr, "sandgate: cannot write port file %s\n", port_file);
-    fprintf(stderr, "sandgate: serving on port %d%s, %zu host(s)\n", port,
+        sg_log_warn("cannot write port file %s", port_file);
+    sg_log_info("serving on port %d%s, %zu host(s)", port,
             G.mtls ? " (mTLS)" : "", G.n_hosts);
     int sig = sg_daemon_wait_stop();
-    fprintf(stderr, "sandgate: signal %d: shutting down\n", sig);
+    sg_log_info("signal %d: shutting down", sig);
     rpc_health_set_serving(0);
     rpc_metrics_http_stop();
     rpc_server_destroy(G.srv);

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "gateway/gw.h"
 #include "policy/lint.h"
 
@@ -60,7 +61,7 @@ policy *gw_policy_acquire(void)
 static void log_errors(policy_errors *errs)
 {
     for (size_t i = 0; i < errs->n; i++)
-        fprintf(stderr, "sandgate: policy: %s\n", errs->items[i]);
+        sg_log_info("policy: %s", errs->items[i]);
     policy_errors_cleanup(errs);
 }
 
@@ -71,7 +72,7 @@ int gw_policy_load_initial(const char *path, sg_err *err)
     size_t len = 0;
     sg_err rerr;
     if (policy_read_file(path, &buf, &len, &rerr) != 0) {
-        fprintf(stderr, "sandgate: policy: %s\n", rerr.msg);
+        sg_log_warn("policy: %s", rerr.msg);
         return sg_err_set(err, SG_EINVAL, "policy %s cannot be read (above); not starting", path);
     }
     policy_errors errs = {0};
@@ -81,7 +82,7 @@ int gw_policy_load_initial(const char *path, sg_err *err)
     log_errors(&errs);
     if (rc != 0)
         return sg_err_set(err, SG_EINVAL, "policy %s has errors (above); not starting", path);
-    fprintf(stderr, "sandgate: policy %s loaded, sha256 %s\n", path, policy_hash(live));
+    sg_log_info("policy %s loaded, sha256 %s", path, policy_hash(live));
     return 0;
 }
 
@@ -119,11 +120,11 @@ static char *read_settled(size_t *len)
     }
     free(prev);
     if (err.msg[0])
-        fprintf(stderr, "sandgate: policy: %s; keeping sha256 %s\n", err.msg,
+        sg_log_warn("policy: %s; keeping sha256 %s", err.msg,
                 policy_hash(live));
     else
-        fprintf(stderr, "sandgate: policy %s kept changing for %d ms; not reloaded, "
-                        "keeping sha256 %s\n", live_path, RELOAD_READS_MAX * RELOAD_REREAD_MS,
+        sg_log_warn("policy %s kept changing for %d ms; not reloaded, "
+            "keeping sha256 %s", live_path, RELOAD_READS_MAX * RELOAD_REREAD_MS,
                 policy_hash(live));
     return NULL;
 }
@@ -142,7 +143,7 @@ static int reload_bytes(const char *buf, size_t len, int force)
     int rc = policy_load_buffer(live_path, buf, len, &p, &errs);
     log_errors(&errs);
     if (rc != 0) {
-        fprintf(stderr, "sandgate: policy reload rejected; keeping sha256 %s\n",
+        sg_log_info("policy reload rejected; keeping sha256 %s",
                 policy_hash(live));
         gw_metrics_reload(0);
         return -1;
@@ -151,7 +152,7 @@ static int reload_bytes(const char *buf, size_t len, int force)
     policy *old = live;
     live = p;
     pthread_mutex_unlock(&live_mu);
-    fprintf(stderr, "sandgate: policy reloaded, sha256 %s\n", policy_hash(p));
+    sg_log_info("policy reloaded, sha256 %s", policy_hash(p));
     gw_metrics_reload(1);
     policy_unref(old);   /* calls in flight keep their own refs */
     return 0;
@@ -230,8 +231,8 @@ static void *watch_main(void *arg)
         in = -1;
     }
     if (in < 0)
-        fprintf(stderr, "sandgate: policy: no inotify watch on %s (%s); polling it every "
-                        "%d ms\n", live_path, strerror(errno), RELOAD_POLL_MS);
+        sg_log_warn("policy: no inotify watch on %s (%s); polling it every "
+            "%d ms", live_path, strerror(errno), RELOAD_POLL_MS);
     struct stat last = {0};
     stat(live_path, &last);
     int pending = 0;   /* a change seen, waiting for RELOAD_QUIET_MS of quiet */
@@ -271,8 +272,8 @@ static void *watch_main(void *arg)
             pending = 0;
             reload(0);
             if (add_watches(in) == 0) {   /* the directory went away: poll from now on */
-                fprintf(stderr, "sandgate: policy: %s's directory is gone; polling the file "
-                                "every %d ms\n", live_path, RELOAD_POLL_MS);
+                sg_log_info("policy: %s's directory is gone; polling the file "
+            "every %d ms", live_path, RELOAD_POLL_MS);
                 close(in);
                 in = -1;
                 stat(live_path, &last);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "gateway/request.h"
 #include "gateway/rules.h"
 #include "policy/query.h"
@@ -127,7 +128,7 @@ static int add_secrets(gw_req *r, const Sandgate__V1__CreateSandboxRequest *req,
         if (policy_secret_value(&grants[i], p->values[i], SECRET_MAX, &len, &e) != 0) {
             /* The log names the secret and its source (a path or variable),
              * the caller only the secret; never a value. */
-            fprintf(stderr, "sandgate: create: %s\n", e.msg);
+            sg_log_warn("create: %s", e.msg);
             sg_err_set(&e, SG_EUNAVAIL, "secret %s cannot be read by the gateway", grants[i].name);
             gw_req_fail(r, &e);
             return -1;
@@ -257,9 +258,9 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
             protobuf_c_message_free_unpacked(&cached->base, NULL);
     }
     if (failed && log_once_per_second(&count_log_at))
-        fprintf(stderr, "sandgate: create: %d host(s) not serving or did not answer the quota "
-                        "count; %zu counted from their last answer (logged at most once a "
-                        "second)\n", failed, n_cached);
+        sg_log_warn("create: %d host(s) not serving or did not answer the quota "
+            "count; %zu counted from their last answer (logged at most once a "
+            "second)", failed, n_cached);
     policy_scope scope = POLICY_SCOPE_PER_TASK;
     if (decide_create(r, req, live_tenant, live_user, &scope) != 0) {
         gw_req_free(r);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "gateway/gw.h"
 
 #define HOST_UNAVAILABLE_MSG "sandbox host unavailable; retry later"
@@ -49,7 +50,7 @@ void gw_fail_host_unavailable(rpc_call *c)
 
 void gw_fail_internal(rpc_call *c, const char *what, const sg_err *e)
 {
-    fprintf(stderr, "sandgate: %s: %s\n", what, e ? e->msg : "");
+    sg_log_warn("%s: %s", what, e ? e->msg : "");
     rpc_call_finish(c, GRPC_STATUS_INTERNAL, "internal error in the gateway");
 }
 
@@ -132,7 +133,7 @@ void gw_fail_from_host(rpc_call *c, const gw_host *h, const char *method, const 
     int from_peer = t && t->from_peer;
     gw_public p = gw_public_from_host(code, details, from_peer);
     if (p.log)
-        fprintf(stderr, "sandgate: host %s (%s) %s: %s%s: %s\n", h->name, gw_host_address(h), method,
+        sg_log_info("host %s (%s) %s: %s%s: %s", h->name, gw_host_address(h), method,
                 rpc_status_name(code), from_peer ? "" : " (grpc)",
                 details && details[0] ? details : "(no details)");
     if (p.reason)

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "common/log.h"
 #include "common/fds.h"
 #include "host/admit.h"
 #include "host/host.h"
@@ -159,17 +160,17 @@ void host_admit_raise_nofile(void)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
-        fprintf(stderr, "sandgate-host: getrlimit(RLIMIT_NOFILE): %s\n", strerror(errno));
+        sg_log_warn("getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
         return;
     }
     rlim_t was = rl.rlim_cur;
     rl.rlim_cur = rl.rlim_max;
     if (was != rl.rlim_max && setrlimit(RLIMIT_NOFILE, &rl) != 0) {
-        fprintf(stderr, "sandgate-host: setrlimit(RLIMIT_NOFILE, %llu): %s; staying at %llu\n",
+        sg_log_warn("setrlimit(RLIMIT_NOFILE, %llu): %s; staying at %llu",
                 (unsigned long long)rl.rlim_max, strerror(errno), (unsigned long long)was);
         return;
     }
-    fprintf(stderr, "sandgate-host: RLIMIT_NOFILE %llu (soft was %llu, hard %llu)\n",
+    sg_log_info("RLIMIT_NOFILE %llu (soft was %llu, hard %llu)",
             (unsigned long long)rl.rlim_cur, (unsigned long long)was,
             (unsigned long long)rl.rlim_max);
 }

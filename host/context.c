@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
 
@@ -311,7 +312,7 @@ void host_ctx_spawn(host_ctx *c)
              * the caller gets a fixed text (UNAVAILABLE ones are already
              * worded for it: "template ... is restarting; retry"). */
             if (err.code != SG_EUNAVAIL)
-                fprintf(stderr, "sandgate-host: context %s of %s: %s\n", c->id, c->sb->id,
+                sg_log_warn("context %s of %s: %s", c->id, c->sb->id,
                         err.msg);
             host_ctx_failed(c, err.code == SG_EUNAVAIL ? err.msg
                                                        : "the context could not be started");

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "host/egress/egress.h"
 #include "host/host.h"
 
@@ -41,7 +42,7 @@ static void on_proxy_audit(void *arg, const egress_audit *a)
     if (audit_fd >= 0)
         (void)!write(audit_fd, line, n);
     else
-        fprintf(stderr, "sandgate-host: audit: %.*s", (int)n, line);
+        sg_log_info("audit: %.*s", (int)n, line);
 }
 
 int host_egress_start(const char *hosts_file, const char *audit_log, sg_err *err)

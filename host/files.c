@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "host/files.h"
 #include "host/path.h"
 
@@ -43,7 +44,7 @@ static int open_workspace(const host_file_target *t, sg_err *err)
     snprintf(root, sizeof root, "/proc/%d/root", (int)t->pid);
     int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (rfd < 0) {
-        fprintf(stderr, "sandgate-host: sandbox %s: open(%s): %s\n", t->id, root, strerror(errno));
+        sg_log_warn("sandbox %s: open(%s): %s", t->id, root, strerror(errno));
         return sg_err_set(err, SG_ENOTFOUND, "sandbox %s is gone", t->id);
     }
     /* The pid may have been reused since the sandbox died: its pidfd still
@@ -57,7 +58,7 @@ static int open_workspace(const host_file_target *t, sg_err *err)
     int e = errno;
     close(rfd);
     if (wfd < 0) {
-        fprintf(stderr, "sandgate-host: sandbox %s: open workspace: %s\n", t->id, strerror(e));
+        sg_log_warn("sandbox %s: open workspace: %s", t->id, strerror(e));
         return sg_err_set(err, SG_EUNAVAIL, "sandbox %s: the workspace cannot be opened", t->id);
     }
     return wfd;
@@ -89,7 +90,7 @@ static int path_error(const char *path, int code_errno, sg_err *err)
     if (code_errno == ENAMETOOLONG)
         return sg_err_set(err, SG_EINVAL, "path \"%.200s\" has a component over 255 bytes", path);
     /* EACCES, EPERM, EROFS, ...: the sandbox made it so; say no, log why */
-    fprintf(stderr, "sandgate-host: file \"%.200s\": %s\n", path, strerror(code_errno));
+    sg_log_warn("file \"%.200s\": %s", path, strerror(code_errno));
     return sg_err_set(err, SG_EINVAL, "path \"%.200s\" cannot be accessed", path);
 }
 

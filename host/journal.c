@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "host/journal.h"
 
 #define JBUCKETS 4096
@@ -415,7 +416,7 @@ static void fail_once(const char *what)
     J.failed = 1;
     pthread_mutex_unlock(&J.mu);
     if (first)
-        fprintf(stderr, "sandgate-host: journal: %s(%s): %s; no longer recording sandboxes\n",
+        sg_log_warn("journal: %s(%s): %s; no longer recording sandboxes",
                 what, J.path, strerror(e));
 }
 
@@ -437,7 +438,7 @@ static void compact(void)
         J.appended = 0;
         pthread_mutex_unlock(&J.mu);
     } else {
-        fprintf(stderr, "sandgate-host: %s\n", rc == 0 ? err.msg : "journal: out of memory");
+        sg_log_warn("%s", rc == 0 ? err.msg : "journal: out of memory");
         pthread_mutex_lock(&J.mu);
         J.appended = 0;   /* try again after as many bytes, not on every batch */
         pthread_mutex_unlock(&J.mu);
@@ -580,7 +581,7 @@ int host_journal_open(const char *dir, const char *name, sg_err *err)
     }
     J.started = 1;
     if (J.lost.n)
-        fprintf(stderr, "sandgate-host: journal: %zu sandboxes of earlier lives answer as lost\n",
+        sg_log_warn("journal: %zu sandboxes of earlier lives answer as lost",
                 J.lost.n);
     return 0;
 }

@@ -67,7 +67,7 @@ static int load_config(const char *path, const char *name, const char *runtime_d
     policy_errors errs = {0};
     if (config_host_load(path, &H.cfg, &errs) != 0) {
         for (size_t i = 0; i < errs.n; i++)
-            fprintf(stderr, "%s\n", errs.items[i]);
+            sg_log_error("%s", errs.items[i]);
         policy_errors_cleanup(&errs);
         return -1;
     }
@@ -98,7 +98,7 @@ static int load_config(const char *path, const char *name, const char *runtime_d
     snprintf(nr, sizeof nr, "%s/newroot", H.cfg.runtime_dir);
     mkdir(H.cfg.runtime_dir, 0755);
     if (mkdir(nr, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "sandgate-host: mkdir(%s): %s\n", nr, strerror(errno));
+        sg_log_error("mkdir(%s): %s", nr, strerror(errno));
         return -1;
     }
     return 0;
@@ -112,7 +112,7 @@ static int lock_instance(void)
     snprintf(path, sizeof path, "%s/%s.lock", H.cfg.runtime_dir, H.cfg.name);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        fprintf(stderr, "sandgate-host: another host named %s is running (%s is locked)\n",
+        sg_log_error("another host named %s is running (%s is locked)",
                 H.cfg.name, path);
         return -1;
     }
@@ -146,9 +146,9 @@ static void cleanup_stale(void)
             usleep(10000);
         }
         if (sgc_cgroup_destroy(H.cfg.cgroup_root, e->d_name, eb, sizeof eb) == 0)
-            fprintf(stderr, "sandgate-host: removed stale sandbox %s\n", e->d_name);
+            sg_log_warn("removed stale sandbox %s", e->d_name);
         else
-            fprintf(stderr, "sandgate-host: stale sandbox %s: %s\n", e->d_name, eb);
+            sg_log_warn("stale sandbox %s: %s", e->d_name, eb);
     }
     closedir(d);
 }
@@ -215,7 +215,7 @@ int main(int argc, char **argv)
     }
     int lvl = log_level ? sg_log_level_parse(log_level) : SG_LOG_INFO;
     if (lvl < 0) {
-        fprintf(stderr, "sandgate-host: --log-level %s: expected debug, info, warn or error\n",
+        sg_log_warn("--log-level %s: expected debug, info, warn or error",
                 log_level);
         return 2;
     }
@@ -235,29 +235,30 @@ int main(int argc, char **argv)
     cleanup_stale();
     sg_err err;
     if (host_journal_open(H.cfg.state_dir, H.cfg.name, &err) != 0) {
-        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        sg_log_error("%s", err.msg);
         return 1;
     }
     if (access(H.contain_lib, R_OK) != 0)
-        fprintf(stderr, "sandgate-host: warning: %s: %s\n", H.contain_lib, strerror(errno));
+        sg_log_warn("warning: %s: %s", H.contain_lib, strerror(errno));
     if (access(H.init_path, X_OK) != 0) {
-        fprintf(stderr, "sandgate-host: %s: %s (built with sandgate-host)\n", H.init_path,
+        sg_log_error("%s: %s (built with sandgate-host)", H.init_path,
                 strerror(errno));
         return 1;
     }
     if (host_egress_start(egress_hosts, audit_log, &err) != 0) {
-        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        sg_log_error("%s", err.msg);
         return 1;
     }
     if (host_files_start(&err) != 0 || host_reaper_start(&err) != 0) {
-        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        sg_log_error("%s", err.msg);
         return 1;
     }
     rpc_runtime_init();
+    rpc_runtime_log_json();
     int port = 0;
     H.srv = rpc_server_create(H.cfg.threads, &err);
     if (H.srv && host_metrics_init(H.srv) != 0) {
-        fprintf(stderr, "sandgate-host: cannot set up metrics (out of memory)\n");
+        sg_log_error("cannot set up metrics (out of memory)");
         return 1;
     }
     if (!metrics)
@@ -268,35 +269,35 @@ int main(int argc, char **argv)
                                 &err) != 0 ||
         rpc_server_listen(H.srv, listen ? listen : H.cfg.listen, NULL, &port, &err) != 0 ||
         host_loop_start(&err) != 0) {
-        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        sg_log_error("%s", err.msg);
         return 1;
     }
     pthread_mutex_lock(&H.mu);
     int zrc = host_zygotes_start(&err);
     pthread_mutex_unlock(&H.mu);
     if (zrc != 0 || rpc_server_start(H.srv, &err) != 0) {
-        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        sg_log_error("%s", err.msg);
         return 1;
     }
-    fprintf(stderr, "sandgate-host: reserve: %u fds, %llu MiB memory, %u pids (0 = off)\n",
+    sg_log_info("reserve: %u fds, %llu MiB memory, %u pids (0 = off)",
             H.cfg.reserve_fds, (unsigned long long)(H.cfg.reserve_memory >> 20),
             H.cfg.reserve_pids);
     if (sg_daemon_write_port(port_file, port) != 0)
-        fprintf(stderr, "sandgate-host: cannot write port file %s\n", port_file);
+        sg_log_warn("cannot write port file %s", port_file);
     /* Registered only once serving: a gateway that sees the entry can call. */
     char advertise[128];
     const char *la = listen ? listen : H.cfg.listen, *colon = strrchr(la, ':');
     snprintf(advertise, sizeof advertise, "%.*s:%d", (int)(colon ? colon - la : 0), la, port);
     if (host_registry_start(advertise, &err) != 0) {
-        fprintf(stderr, "sandgate-host: %s\n", err.msg);
+        sg_log_error("%s", err.msg);
         return 1;
     }
-    fprintf(stderr, "sandgate-host: %s serving on port %d (cgroups: %s)\n", H.cfg.name, port,
+    sg_log_info("%s serving on port %d (cgroups: %s)", H.cfg.name, port,
             sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V2   ? "v2"
             : sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V1 ? "v1"
                                                                    : "none");
     int sig = sg_daemon_wait_stop();
-    fprintf(stderr, "sandgate-host: signal %d: shutting down\n", sig);
+    sg_log_info("signal %d: shutting down", sig);
     rpc_health_set_serving(0);
     host_registry_stop();   /* gateways stop placing here at once */
     kill_all();

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/daemon.h"
 #include "common/metrics.h"
 #include "host/host.h"
@@ -134,7 +135,7 @@ int host_metrics_listen(const char *addr, const char *port_file, sg_err *err)
     if (rpc_metrics_http_start(addr, &port, err) != 0)
         return -1;
     if (sg_daemon_write_port(port_file, port) != 0)
-        fprintf(stderr, "sandgate-host: cannot write metrics port file %s\n", port_file);
-    fprintf(stderr, "sandgate-host: metrics on http://%s/metrics (port %d)\n", addr, port);
+        sg_log_warn("cannot write metrics port file %s", port_file);
+    sg_log_info("metrics on http://%s/metrics (port %d)", addr, port);
     return 0;
 }

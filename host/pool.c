@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "host/admit.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
@@ -164,10 +165,10 @@ int host_pool_send_activation(host_sandbox *sb)
     int64_t t0 = host_now_us();
     int brc = bind_cgroups(sb, eb, sizeof eb);
     if (host_pool_log())
-        fprintf(stderr, "sandgate-host: pool: %s cgroups bound in %.2f ms\n", sb->id,
+        sg_log_info("pool: %s cgroups bound in %.2f ms", sb->id,
                 (host_now_us() - t0) / 1000.0);
     if (brc != 0) {
-        fprintf(stderr, "sandgate-host: sandbox %s: cgroup limits: %s\n", sb->id, eb);
+        sg_log_warn("sandbox %s: cgroup limits: %s", sb->id, eb);
         host_pool_wipe_activation(sb);
         return -1;
     }
@@ -191,7 +192,7 @@ int host_pool_activate(host_sandbox *sb, host_template *t, const Sandgate__V1__H
                     rpc_call *call, sg_err *err)
 {
     if (host_pool_log())
-        fprintf(stderr, "sandgate-host: pool: %s -> %s (%s)\n", sb->id,
+        sg_log_info("pool: %s -> %s (%s)", sb->id,
                 req->sandbox_id[0] ? req->sandbox_id : "new id", sb->pool_ready ? "ready" : "starting");
     host_sandbox_assign(sb, req);
     host_zygote_note_use(t, sb->zygote_gen);
@@ -235,12 +236,12 @@ static void pool_start(host_template *t)
     sg_err aerr;
     if (host_admit_check(HOST_ADMIT_SANDBOX, &aerr) != 0) {
         if (!held)
-            fprintf(stderr, "sandgate-host: pool refill held back: %s\n", aerr.msg);
+            sg_log_warn("pool refill held back: %s", aerr.msg);
         held = 1;
         return;
     }
     if (held)
-        fprintf(stderr, "sandgate-host: pool refill resumed\n");
+        sg_log_info("pool refill resumed");
     held = 0;
     uint32_t slot;
     if (host_slot_alloc(&slot) != 0)
@@ -257,7 +258,7 @@ static void pool_start(host_template *t)
     *p = sb;
     sg_err err;
     if (host_sandbox_launch(sb, t, "{}", 1, &err) != 0) {
-        fprintf(stderr, "sandgate-host: template %s: pool: %s\n", t->cfg->name, err.msg);
+        sg_log_warn("template %s: pool: %s", t->cfg->name, err.msg);
         host_pool_unlink(sb);
         host_sandbox_kill(sb, NULL);
     }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
 #include "host/reaper.h"
@@ -43,7 +44,7 @@ static void *reaper_main(void *arg)
         char eb[256];
         /* cgroup_root is fixed after start: read without H.mu */
         if (sgc_cgroup_signal(H.cfg.cgroup_root, it->name, eb, sizeof eb) < 0)
-            fprintf(stderr, "sandgate-host: kill cgroup %s: %s\n", it->name, eb);
+            sg_log_warn("kill cgroup %s: %s", it->name, eb);
         free(it);
         pthread_mutex_lock(&R.mu);
     }

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "host/admit.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
@@ -293,7 +294,7 @@ static int random_id(char *out, size_t n)
         got = getrandom(b, sizeof b, GRND_NONBLOCK);
     while (got < 0 && errno == EINTR);
     if (got != (ssize_t)sizeof b) {
-        fprintf(stderr, "sandgate-host: getrandom(16): %s\n",
+        sg_log_error("getrandom(16): %s",
                 got < 0 ? strerror(errno) : "short read");
         return -1;
     }
@@ -566,7 +567,7 @@ static void on_ready_ctx(host_sandbox *sb, const char *id, int *fds, int nfds)
         if (sb->tenant[0])
             host_journal_created(sb->id, sb->tenant, sb->user, sb->task);
         if (host_pool_log())
-            fprintf(stderr, "sandgate-host: pool: %s running %.2f ms after the request\n", sb->id,
+            sg_log_info("pool: %s running %.2f ms after the request", sb->id,
                     (host_now_us() - (sb->create_deadline_us - CREATE_TIMEOUT_US)) / 1000.0);
         answer_creates(sb, NULL);
     }
@@ -596,7 +597,7 @@ static void handle_sup_msg(host_sandbox *sb, char *msg, int *fds, int nfds)
     } else if (strcmp(verb, "READY") == 0) {
         /* the default context follows */
     } else if (strcmp(verb, "ERR") == 0 && sb->state == SB_CREATING) {
-        fprintf(stderr, "sandgate-host: sandbox %s: setup failed: %s\n", sb->id, msg + 4);
+        sg_log_warn("sandbox %s: setup failed: %s", sb->id, msg + 4);
         host_sandbox_fail_create(sb, SG_EINTERNAL, msg + 4);
         return;
     } else if (strcmp(verb, "EGRESS") == 0 && nfds == 1) {
@@ -772,11 +773,11 @@ void host_sandboxes_tick(int64_t now_us)
         if (sb->state == SB_CREATING && now_us > sb->create_deadline_us) {
             host_sandbox_fail_create(sb, SG_EUNAVAIL, "timed out starting (zygote busy or broken)");
         } else if (wall >= sb->expires_ms) {
-            fprintf(stderr, "sandgate-host: sandbox %s expired\n", sb->id);
+            sg_log_info("sandbox %s expired", sb->id);
             host_sandbox_kill(sb, NULL);
         } else if (sb->limits.idle_timeout_seconds &&
                    wall - sb->last_active_ms >= (int64_t)sb->limits.idle_timeout_seconds * 1000) {
-            fprintf(stderr, "sandgate-host: sandbox %s idle; killed\n", sb->id);
+            sg_log_warn("sandbox %s idle; killed", sb->id);
             host_sandbox_kill(sb, NULL);
         } else {
             for (host_ctx *c = sb->contexts; c; c = c->next)

@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "host/host.h"
 
 #define ZYGOTE_BACKOFF_US 500000
@@ -57,8 +58,8 @@ static void promote(host_template *t)
     t->next = NULL;
     t->restarts = 0;
     if (old) {
-        fprintf(stderr, "sandgate-host: template %s: zygote generation %u (pid %d) serves; "
-                        "generation %u (pid %d) retires after %u sandboxes\n",
+        sg_log_info("template %s: zygote generation %u (pid %d) serves; "
+            "generation %u (pid %d) retires after %u sandboxes",
                 t->cfg->name, z->gen, (int)z->pid, old->gen, (int)old->pid, old->uses);
         retire(old);
     }
@@ -76,8 +77,8 @@ static void on_zygote_msg(host_watch *w, uint32_t events)
         if (strncmp(buf, "HELLO ", 6) == 0) {
             z->ready = 1;
             t->warm_us = host_now_us() - z->born_us;
-            fprintf(stderr, "sandgate-host: template %s: zygote %s ready (generation %u, "
-                            "%.0f ms)\n", t->cfg->name, buf + 6, z->gen,
+            sg_log_info("template %s: zygote %s ready (generation %u, "
+            "%.0f ms)", t->cfg->name, buf + 6, z->gen,
                     (host_now_us() - z->born_us) / 1000.0);
             if (z == t->next)
                 promote(t);
@@ -94,7 +95,7 @@ static void on_zygote_msg(host_watch *w, uint32_t events)
         kill(z->pid, SIGKILL);
     if (z == t->zygote || z == t->next) {
         int serving = z == t->zygote;
-        fprintf(stderr, "sandgate-host: template %s: zygote %d (generation %u) exited%s\n",
+        sg_log_warn("template %s: zygote %d (generation %u) exited%s",
                 t->cfg->name, (int)z->pid, z->gen,
                 serving ? (t->next ? "; its successor takes over" : "; restarting")
                         : " before it was ready; the current one serves on");
@@ -240,7 +241,7 @@ static void retiring_tick(host_template *t, int64_t now_us)
             fail_joins(z);
             host_watch_close(&z->sock);   /* it forks what is queued, then sees EOF */
             z->retire_us = now_us;
-            fprintf(stderr, "sandgate-host: template %s: zygote %d (generation %u) retired\n",
+            sg_log_info("template %s: zygote %d (generation %u) retired",
                     t->cfg->name, (int)z->pid, z->gen);
         } else if (z->sock.fd < 0 && z->pid > 0 && now_us - z->retire_us > ZYGOTE_EXIT_MAX_US) {
             kill(z->pid, SIGKILL);
@@ -269,7 +270,7 @@ void host_zygotes_tick(int64_t now_us)
         sg_err err;
         host_zygote *nz = spawn_zygote(t, z != NULL, &err);
         if (!nz) {
-            fprintf(stderr, "sandgate-host: %s\n", err.msg);
+            sg_log_warn("%s", err.msg);
             t->restart_at_us = now_us + ZYGOTE_BACKOFF_US;
             continue;
         }
@@ -278,8 +279,8 @@ void host_zygotes_tick(int64_t now_us)
             continue;
         }
         t->next = nz;
-        fprintf(stderr, "sandgate-host: template %s: starting zygote generation %u (pid %d) "
-                        "to replace generation %u (%s: %u sandboxes, %.0f s since its first)\n",
+        sg_log_info("template %s: starting zygote generation %u (pid %d) "
+            "to replace generation %u (%s: %u sandboxes, %.0f s since its first)",
                 t->cfg->name, nz->gen, (int)nz->pid, z->gen, why, z->uses,
                 z->first_use_us ? (now_us - z->first_use_us) / 1e6 : 0.0);
     }
@@ -398,7 +399,7 @@ static int send_zygote(host_zygote *z, const char *msg, size_t len, const int *f
         int e = errno;
         /* errno text is for the log; the caller (relayed to the agent) gets
          * what it can act on */
-        fprintf(stderr, "sandgate-host: sendmsg(zygote %s): %s\n", z->t->cfg->name,
+        sg_log_warn("sendmsg(zygote %s): %s", z->t->cfg->name,
                 strerror(e));
         /* Too big for the socket: the same message fails on every retry
          * (host/rules.c bounds the env below the default buffer; a host with

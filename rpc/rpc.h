@@ -28,6 +28,8 @@
 
 /* grpc_init plus process-wide tuning (runtime.c). Call instead of grpc_init. */
 void rpc_runtime_init(void);
+/* Daemons: grpc's own log lines go through common/log.h as JSON. */
+void rpc_runtime_log_json(void);
 
 /* A completion-queue tag: the loop calls fn(arg, ok). */
 typedef struct rpc_tag {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "rpc/internal.h"
 
 #define RPC_MAX_METHODS 64
@@ -195,7 +196,7 @@ static void arm_method(rpc_server *s, rpc_method *m)
         s->server, m->registered, &c->call, &c->deadline, &c->md,
         m->stream_in ? NULL : &c->payload, s->cq, s->cq, &c->new_tag);
     if (e != GRPC_CALL_OK) {
-        fprintf(stderr, "rpc: request_registered_call(%s): error %d\n", m->path, e);
+        sg_log_warn("request_registered_call(%s): error %d", m->path, e);
         rpc_call_free_unstarted(c);
     }
 }

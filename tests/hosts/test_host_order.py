@@ -11,6 +11,7 @@ Then a flap: the task's winning host B is stopped, the task is created on A
 (the next host); B comes back; creating the task again, through either
 gateway, returns the sandbox on A instead of starting one on B.
 """
+import json
 import os
 import sys
 import time
@@ -90,7 +91,10 @@ class HostOrder(unittest.TestCase):
             b.sigcont()
 
         def serving(g):
-            lines = [ln for ln in g.read_log().splitlines() if ("host %s " % b.name) in ln]
+            # the gateway's log lines are JSON objects; their message says the state
+            msgs = [json.loads(ln)["msg"] if ln.startswith("{") else ln
+                    for ln in g.read_log().splitlines()]
+            lines = [m for m in msgs if ("host %s " % b.name) in m]
             return lines and lines[-1].rstrip().endswith("SERVING") and "NOT_SERVING" not in lines[-1]
         for g in (self.g1, self.g2):
             self.assertTrue(sghosts.sgtenancy.wait_for(lambda: serving(g), 5.0, 0.05),

@@ -7,7 +7,8 @@ Starts a host + gateway with deploy/local/run.sh at --log-level debug
 successes and failures alike; a client's acceptable id is kept, a bad one is
 replaced by 32 hex digits; the same id is in the gateway's audit line, in the
 gateway's log and in the host's access log (so it crossed to the host in
-metadata), with the traceparent passed through.
+metadata), with the traceparent passed through; every line either daemon
+logged is one JSON object with a time, a level and a message.
 
 Env: SANDGATE_BUILD (build dir with bin/). Run with /usr/bin/python3.
 """
@@ -134,6 +135,20 @@ class RequestIds(unittest.TestCase):
             for l in log_lines(name):
                 if l.startswith("{") and json.loads(l).get("request_id") == rid:
                     self.assertNotIn("traceparent", json.loads(l))
+
+
+class JsonLogs(unittest.TestCase):
+    def test_every_line_is_json_with_a_level(self):
+        for name in ("gateway.log", "host.log"):
+            lines = log_lines(name)
+            self.assertGreater(len(lines), 0, name)
+            for l in lines:
+                j = json.loads(l)   # raises on a line that is not JSON
+                self.assertIn(j["level"], ("debug", "info", "warn", "error"), l)
+                self.assertRegex(j["time"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+                self.assertTrue(j["msg"], l)
+                self.assertIn(j["daemon"], ("sandgate", "sandgate-host"))
+
 
 
 if __name__ == "__main__":
