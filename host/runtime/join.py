@@ -127,6 +127,20 @@ def _joiner(control_fd, w, spec, fds, contain):
     os._exit(0)   # K goes to the sandbox's pid 1
 
 
+# J's exit closes its end of the report pipe before the kernel reparents K,
+# so without this wait the host could hear JOINED (and send ADOPT) while K's
+# parent is still J.
+REPARENT_WAIT_S = 1.0
+
+
+def _await_reparent():
+    """Until K's parent is the sandbox's pid 1 (J has exited), at most
+    REPARENT_WAIT_S; K goes on either way (pid 1 gets it as J ends)."""
+    deadline = time.monotonic() + REPARENT_WAIT_S
+    while os.getppid() != 1 and time.monotonic() < deadline:
+        time.sleep(0.0005)
+
+
 def _context(w, spec, ctx_fds, contain):
     """K: drop into the sandbox and become a context. Never returns."""
     ctx_fd, out_w, err_w = ctx_fds
@@ -135,6 +149,7 @@ def _context(w, spec, ctx_fds, contain):
         contain.enter_joined(spec.rstrip("\n") + "\n" + keep)
         prctl.set_dumpable(False)
         os.setpgid(0, 0)
+        _await_reparent()
         _report(w, "OK %d" % os.getpid())
         os.close(w)
     except BaseException as e:
