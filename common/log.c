@@ -15,7 +15,10 @@
 
 static const char *daemon_name = "sandgate";
 static sg_log_level min_level = SG_LOG_INFO;
-static __thread const char *ctx_request_id, *ctx_traceparent;
+/* Copies, not pointers: a callback sets the context of the call it
+ * continues and may return after that call is freed; a later line on the
+ * same thread (grpc's own, say) must not read freed memory. */
+static __thread char ctx_request_id[SG_LOG_ID_MAX], ctx_traceparent[SG_LOG_ID_MAX];
 
 void sg_log_init(const char *daemon, sg_log_level min)
 {
@@ -34,13 +37,20 @@ int sg_log_level_parse(const char *s)
 
 int sg_log_enabled(sg_log_level level) { return level >= min_level; }
 
-void sg_log_set_context(const char *request_id, const char *traceparent)
+static void copy_ctx(char *dst, const char *src)
 {
-    ctx_request_id = request_id;
-    ctx_traceparent = traceparent;
+    size_t n = src ? strnlen(src, SG_LOG_ID_MAX - 1) : 0;
+    memcpy(dst, src ? src : "", n);
+    dst[n] = 0;
 }
 
-const char *sg_log_request_id(void) { return ctx_request_id ? ctx_request_id : ""; }
+void sg_log_set_context(const char *request_id, const char *traceparent)
+{
+    copy_ctx(ctx_request_id, request_id);
+    copy_ctx(ctx_traceparent, traceparent);
+}
+
+const char *sg_log_request_id(void) { return ctx_request_id; }
 
 size_t sg_json_escape(const char *s, char *out, size_t cap)
 {

@@ -23,8 +23,9 @@ void sg_log_for(const char *request_id, const char *traceparent, sg_log_level le
 #define sg_log_warn(...) sg_log(SG_LOG_WARN, __VA_ARGS__)
 #define sg_log_error(...) sg_log(SG_LOG_ERROR, __VA_ARGS__)
 
-/* This thread's call context (both borrowed: they must outlive their use
- * here; NULL clears). */
+/* This thread's call context, copied (cut at SG_LOG_ID_MAX - 1 bytes;
+ * NULL or "" clears). */
+#define SG_LOG_ID_MAX 72
 void sg_log_set_context(const char *request_id, const char *traceparent);
 const char *sg_log_request_id(void);   /* "" outside a call */
 

@@ -140,6 +140,7 @@ static void *loop_main(void *arg)
             continue;
         rpc_tag *t = ev.tag;
         t->fn(t->arg, ev.success);
+        sg_log_set_context(NULL, NULL);   /* a callback's call context ends with it */
     }
 }
 
