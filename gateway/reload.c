@@ -61,7 +61,7 @@ policy *gw_policy_acquire(void)
 static void log_errors(policy_errors *errs)
 {
     for (size_t i = 0; i < errs->n; i++)
-        sg_log_info("policy: %s", errs->items[i]);
+        sg_log_warn("policy: %s", errs->items[i]);
     policy_errors_cleanup(errs);
 }
 
@@ -143,7 +143,7 @@ static int reload_bytes(const char *buf, size_t len, int force)
     int rc = policy_load_buffer(live_path, buf, len, &p, &errs);
     log_errors(&errs);
     if (rc != 0) {
-        sg_log_info("policy reload rejected; keeping sha256 %s",
+        sg_log_warn("policy reload rejected; keeping sha256 %s",
                 policy_hash(live));
         gw_metrics_reload(0);
         return -1;

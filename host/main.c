@@ -239,7 +239,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (access(H.contain_lib, R_OK) != 0)
-        sg_log_warn("warning: %s: %s", H.contain_lib, strerror(errno));
+        sg_log_warn("%s: %s", H.contain_lib, strerror(errno));
     if (access(H.init_path, X_OK) != 0) {
         sg_log_error("%s: %s (built with sandgate-host)", H.init_path,
                 strerror(errno));
