@@ -36,6 +36,25 @@ def key_hash(key):
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def two_tenant_policy(key_demo, key_other):
+    """Tenants demo and other, one template each, generous quotas: the
+    policy the host-failure suites run under."""
+    return """version: 1
+defaults:
+  quotas: {sandboxes_per_tenant: 100, sandboxes_per_user: 50, concurrent_actions: 64,
+           rate_per_s: 10000, rate_burst: 10000}
+templates:
+  - name: code-interpreter
+tenants:
+  - id: demo
+    api_keys: [%s]
+    templates: [code-interpreter]
+  - id: other
+    api_keys: [%s]
+    templates: [code-interpreter]
+""" % (key_hash(key_demo), key_hash(key_other))
+
+
 def b64url(b):
     return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
 

@@ -28,20 +28,7 @@ import sgtenancy as sg  # noqa: E402
 C = grpc.StatusCode
 KD, KO = "hd-demo-key-1", "hd-other-key-2"
 
-POLICY = """version: 1
-defaults:
-  quotas: {sandboxes_per_tenant: 100, sandboxes_per_user: 50, concurrent_actions: 64,
-           rate_per_s: 10000, rate_burst: 10000}
-templates:
-  - name: code-interpreter
-tenants:
-  - id: demo
-    api_keys: [%s]
-    templates: [code-interpreter]
-  - id: other
-    api_keys: [%s]
-    templates: [code-interpreter]
-""" % (sg.key_hash(KD), sg.key_hash(KO))
+POLICY = sg.two_tenant_policy(KD, KO)
 
 # Words of grpc's own status text for a host it cannot reach.
 LEAKS = ("127.0.0.1", "ipv4", "ipv6", "connect", "Connection", "refused", "remote host",

@@ -34,20 +34,7 @@ import sgtenancy as sg  # noqa: E402
 C = grpc.StatusCode
 KD, KO = "ls-demo-key-1", "ls-other-key-2"
 
-POLICY = """version: 1
-defaults:
-  quotas: {sandboxes_per_tenant: 100, sandboxes_per_user: 50, concurrent_actions: 64,
-           rate_per_s: 10000, rate_burst: 10000}
-templates:
-  - name: code-interpreter
-tenants:
-  - id: demo
-    api_keys: [%s]
-    templates: [code-interpreter]
-  - id: other
-    api_keys: [%s]
-    templates: [code-interpreter]
-""" % (sg.key_hash(KD), sg.key_hash(KO))
+POLICY = sg.two_tenant_policy(KD, KO)
 
 
 def trailers(e):
