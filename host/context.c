@@ -296,31 +296,20 @@ int host_ctx_submit(host_ctx *c, host_run *r, sg_err *err)
 
 /* ---- the interpreter ended ---- */
 
-/* Start (or restart) the interpreter. Where the template is contained,
- * the zygote forks it into the running sandbox (JOIN, then ADOPT to pid 1),
- * so it shares the preloaded heap like the default context; otherwise
- * (tests of the runtime alone) sandgate-init starts a fresh one (CTX). */
+/* Start (or restart) the interpreter: the driver opens it (process: the
+ * zygote forks it into the running sandbox; gvisor: CTX to its shim); its
+ * fds arrive later. */
 void host_ctx_spawn(host_ctx *c)
 {
-    host_template *t = host_template_find(c->sb->template_name);
-    if (t && t->cfg->contain) {
-        sg_err err;
-        if (c->sb->pidfd < 0)
-            host_ctx_failed(c, "no handle on the sandbox's pid 1 (pidfd_open failed)");
-        else if (host_zygote_join(t, c, &err) != 0) {
-            /* An internal cause names cgroup paths and syscalls: logged, and
-             * the caller gets a fixed text (UNAVAILABLE ones are already
-             * worded for it: "template ... is restarting; retry"). */
-            if (err.code != SG_EUNAVAIL)
-                sg_log_warn("context %s of %s: %s", c->id, c->sb->id,
-                        err.msg);
-            host_ctx_failed(c, err.code == SG_EUNAVAIL ? err.msg
-                                                       : "the context could not be started");
-        }
+    sg_err err;
+    if (c->sb->drv->open_context(c, &err) == 0)
         return;
-    }
-    if (host_supervisor_send(c->sb, "CTX %s", c->id) != 0)
-        host_ctx_failed(c, "cannot reach the sandbox's supervisor");
+    /* An internal cause names cgroup paths and syscalls: logged, and the
+     * caller gets a fixed text; the others are worded for it ("template ...
+     * is restarting; retry"). */
+    if (err.code == SG_EINTERNAL)
+        sg_log_warn("context %s of %s: %s", c->id, c->sb->id, err.msg);
+    host_ctx_failed(c, err.code == SG_EINTERNAL ? "the context could not be started" : err.msg);
 }
 
 /* 'a' chunks then a final 'A': the environment and workdir a context takes
@@ -347,8 +336,8 @@ int host_ctx_send_activation(int fd, const char *json)
     return rc;
 }
 
-/* JOINED: the zygote's fork is in the sandbox as pid `pid` there. pid 1
- * reaps and signals it by that pid from now on. */
+/* JOINED (process driver): the zygote's fork is in the sandbox as pid `pid`
+ * there. pid 1 reaps and signals it by that pid from now on. */
 void host_ctx_joined(host_ctx *c, int pid)
 {
     int *f = c->join_fds;

@@ -1,8 +1,9 @@
-/* loop.c — the host's I/O thread: one epoll set over every zygote,
- * supervisor, context and exec fd, a signalfd for SIGCHLD (the host is a
- * child subreaper, so it reaps zygotes and any orphan of a dead zygote), and
- * a 20 ms tick for timeouts, TTLs and zygote restarts. Handlers run with
- * H.mu held. */
+/* loop.c — the host's I/O thread: one epoll set over every driver's fds
+ * (process: its zygotes) and every supervisor, context and exec fd, a
+ * signalfd for SIGCHLD (the host is a child subreaper, so it reaps what the
+ * drivers start and any orphan of theirs, and tells the drivers), and a
+ * 20 ms tick for timeouts, TTLs and the drivers' restarts. Handlers run
+ * with H.mu held. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -60,12 +61,12 @@ static void on_sigchld(host_watch *w, uint32_t events)
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-        host_zygote_reaped(pid);
+        host_drivers_reaped(pid);
 }
 
 static void tick(int64_t now)
 {
-    host_zygotes_tick(now);
+    host_drivers_tick(now);
     host_sandboxes_tick(now);
 }
 

@@ -1,5 +1,5 @@
-/* main.c — sandgate-host: load the host config, start the zygotes, the I/O
- * loop and the gRPC server, and shut down cleanly on SIGTERM/SIGINT
+/* main.c — sandgate-host: load the host config, bind each template to its
+ * isolation driver (host/driver.h) and start it, the I/O loop and the gRPC server, and shut down cleanly on SIGTERM/SIGINT
  * (every sandbox killed, every cgroup removed). */
 #include <dirent.h>
 #include <errno.h>
@@ -230,19 +230,19 @@ int main(int argc, char **argv)
 
     if (load_config(config, name, rtdir, state_dir) != 0)
         return 1;
-    if (lock_instance() != 0)
-        return 1;
-    cleanup_stale();
     sg_err err;
-    if (host_journal_open(H.cfg.state_dir, H.cfg.name, &err) != 0) {
+    /* Every template's isolation has a driver that can run here, or the
+     * host does not start (never a fall-back to a weaker one). */
+    if (host_drivers_bind(H.templates, H.n_templates, &err) != 0) {
         sg_log_error("%s", err.msg);
         return 1;
     }
-    if (access(H.contain_lib, R_OK) != 0)
-        sg_log_warn("%s: %s", H.contain_lib, strerror(errno));
-    if (access(H.init_path, X_OK) != 0) {
-        sg_log_error("%s: %s (built with sandgate-host)", H.init_path,
-                strerror(errno));
+    if (lock_instance() != 0)
+        return 1;
+    cleanup_stale();
+    host_drivers_sweep();
+    if (host_journal_open(H.cfg.state_dir, H.cfg.name, &err) != 0) {
+        sg_log_error("%s", err.msg);
         return 1;
     }
     if (host_egress_start(egress_hosts, audit_log, &err) != 0) {
@@ -273,7 +273,7 @@ int main(int argc, char **argv)
         return 1;
     }
     pthread_mutex_lock(&H.mu);
-    int zrc = host_zygotes_start(&err);
+    int zrc = host_drivers_start(&err);
     pthread_mutex_unlock(&H.mu);
     if (zrc != 0 || rpc_server_start(H.srv, &err) != 0) {
         sg_log_error("%s", err.msg);
@@ -308,7 +308,7 @@ int main(int argc, char **argv)
     host_journal_close();   /* no handler runs now: none reads the lost table */
     host_loop_stop();
     host_egress_stop();   /* after the loop: no EGRESS can arrive any more */
-    host_zygotes_kill();
+    host_drivers_stop();
     rpc_server_destroy(H.srv);
     grpc_shutdown();
     return 0;

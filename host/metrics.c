@@ -39,7 +39,7 @@ static void collect(void *arg)
                     strcmp(sb->template_name, t->cfg->name) == 0;
         for (host_sandbox *sb = t->pool; sb; sb = sb->pool_next)
             ready += sb->pool_ready != 0;
-        const char *tl[] = {t->cfg->name, "process"};
+        const char *tl[] = {t->cfg->name, t->drv->name};
         metric_set(sandboxes, tl, (double)live);
         metric_set(pool_depth, tl, (double)ready);
         metric_set(zygote_restarts, tl, (double)t->restarts);

@@ -20,7 +20,7 @@
  * Per template, `pool` sandboxes (host config, default 4; 0 = off;
  * SANDGATE_POOL_SIZE overrides it for every template) are created ahead of
  * any request: cgroups with default limits, a uid slot, the
- * zygote's fork fully contained (namespaces, pivot_root, uid, caps,
+ * driver's sandbox (process: the zygote's fork) fully contained (namespaces, pivot_root, uid, caps,
  * seccomp) and its default context forked, but no owner, no env and no
  * secrets (CREATE carries "pool":true and env {}). The supervisor says
  * POOLED and waits. A CreateSandbox takes the oldest ready one (or one
@@ -108,14 +108,14 @@ static int pool_eligible(const host_template *t, const Sandgate__V1__HostCreateR
 static host_sandbox *take_ready(host_template *t)
 {
     /* The serving generation's first; an older one's only while it may
-     * still serve (host_zygote_gen_usable: under rotate_forks). */
-    host_zygote *z = host_zygote_serving(t);
+     * still serve (driver gen_usable; process: under rotate_forks). */
+    uint32_t gen = t->drv->serving_gen(t);
     host_sandbox *pick = NULL;
     for (host_sandbox *p = t->pool; p && !pick; p = p->pool_next)
-        if (p->pool_ready && z && p->zygote_gen == z->gen)
+        if (p->pool_ready && gen && p->gen == gen)
             pick = p;
     for (host_sandbox *p = t->pool; p && !pick; p = p->pool_next)
-        if (p->pool_ready && host_zygote_gen_usable(t, p->zygote_gen))
+        if (p->pool_ready && t->drv->gen_usable(t, p->gen))
             pick = p;
     if (pick)
         host_pool_unlink(pick);
@@ -195,7 +195,7 @@ int host_pool_activate(host_sandbox *sb, host_template *t, const Sandgate__V1__H
         sg_log_info("pool: %s -> %s (%s)", sb->id,
                 req->sandbox_id[0] ? req->sandbox_id : "new id", sb->pool_ready ? "ready" : "starting");
     host_sandbox_assign(sb, req);
-    host_zygote_note_use(t, sb->zygote_gen);
+    t->drv->note_use(t, sb->gen);
     sb->next = H.sandboxes;
     H.sandboxes = sb;
     H.n_sandboxes++;
@@ -278,16 +278,16 @@ void host_pool_drain(void)
     }
 }
 
-/* After a zygote rotation the pool holds an older generation's sandboxes:
- * the serving generation's are made as for an empty pool, and each one that
- * is ready retires one of the older ones (oldest first), so creates find a
- * warm sandbox throughout; an older one that may no longer serve
- * (host_zygote_gen_usable) goes at once. */
+/* After a driver's generation changes (process: a zygote rotation) the pool
+ * holds an older generation's sandboxes: the serving generation's are made
+ * as for an empty pool, and each one that is ready retires one of the older
+ * ones (oldest first), so creates find a warm sandbox throughout; an older
+ * one that may no longer serve (driver gen_usable) goes at once. */
 void host_pool_tick(int64_t now_us)
 {
     for (size_t i = 0; i < H.n_templates; i++) {
         host_template *t = &H.templates[i];
-        host_zygote *z = host_zygote_serving(t);
+        uint32_t gen = t->drv->serving_gen(t);   /* 0: cannot make one now */
         int have = 0, starting = 0, ready = 0, older = 0;
         for (host_sandbox *sb = t->pool, *next; sb; sb = next) {
             next = sb->pool_next;
@@ -295,8 +295,8 @@ void host_pool_tick(int64_t now_us)
                 host_sandbox_fail_create(sb, SG_EUNAVAIL, "pool sandbox did not start");
                 continue;
             }
-            if (z && sb->zygote_gen != z->gen) {
-                if (!host_zygote_gen_usable(t, sb->zygote_gen)) {
+            if (gen && sb->gen != gen) {
+                if (!t->drv->gen_usable(t, sb->gen)) {
                     host_pool_unlink(sb);
                     host_sandbox_kill(sb, NULL);
                     continue;
@@ -309,7 +309,7 @@ void host_pool_tick(int64_t now_us)
             have++;
             ready += sb->pool_ready;
         }
-        if ((H.stopping || H.draining) || !z)
+        if ((H.stopping || H.draining) || !gen)
             continue;
         while (have < pool_target(t) && starting < pool_refill_max()) {
             pool_start(t);
@@ -319,7 +319,7 @@ void host_pool_tick(int64_t now_us)
         for (host_sandbox *sb = t->pool, *next; sb && older > 0 && ready + older > pool_target(t);
              sb = next) {
             next = sb->pool_next;
-            if (sb->zygote_gen == z->gen)
+            if (sb->gen == gen)
                 continue;
             host_pool_unlink(sb);
             host_sandbox_kill(sb, NULL);

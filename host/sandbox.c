@@ -1,5 +1,5 @@
-/* sandbox.c — a sandbox's lifecycle on the host: create (cgroups, spec,
- * zygote fork), the supervisor channel, TTL and idle expiry, kill and
+/* sandbox.c — a sandbox's lifecycle on the host: create (cgroups, then the
+ * template's driver launches it: host/driver.h), the supervisor channel, TTL and idle expiry, kill and
  * teardown. A kill answers only once the sandbox's cgroups are empty and
  * removed, so "killed" means no process is left. */
 #include <errno.h>
@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -164,47 +163,6 @@ int host_slot_alloc(uint32_t *slot)
     return -1;
 }
 
-/* A sandbox's RLIMIT_NOFILE: 1,024, or the host's hard limit if that is
- * lower (the contained child cannot raise it, and would fail to start). */
-static unsigned long sandbox_nofile(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max < 1024)
-        return (unsigned long)rl.rlim_max;
-    return 1024;
-}
-
-/* The contain spec for this sandbox (host/contain/contain.h). */
-static char *build_spec(host_sandbox *sb, const host_template *t, const char *procs)
-{
-    size_t cap = 8192;
-    char *spec = malloc(cap);
-    const config_template *c = t->cfg;
-    uint32_t uid = H.cfg.uid_base + sb->slot;
-    int n = snprintf(spec, cap,
-                     "id=%s\nuid=%u\ngid=%u\nhostname=sandbox\nnewroot=%s/newroot\n"
-                     "workspace=/workspace\nworkspace_bytes=%llu\nworkspace_inodes=%llu\n"
-                     "tmp_bytes=%llu\ntmp_inodes=16384\nnofile=%lu\nfsize=%llu\n"
-                     "seccomp=1\nnet=none\nfd_keep=3\n",
-                     sb->id, uid, uid, H.cfg.runtime_dir,
-                     (unsigned long long)sb->limits.disk_bytes,
-                     (unsigned long long)(sb->limits.disk_bytes / 4096 + 64),
-                     (unsigned long long)sb->limits.tmp_bytes, sandbox_nofile(),
-                     (unsigned long long)sb->limits.disk_bytes);
-    for (size_t i = 0; i < c->n_ro_binds; i++)
-        n += snprintf(spec + n, cap - (size_t)n, "ro_bind=%s\n", c->ro_binds[i]);
-    for (size_t i = 0; i < c->n_symlinks; i++)
-        n += snprintf(spec + n, cap - (size_t)n, "symlink=%s\n", c->symlinks[i]);
-    for (const char *p = procs; *p;) {
-        const char *e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len)
-            n += snprintf(spec + n, cap - (size_t)n, "cgroup_procs=%.*s\n", (int)len, p);
-        p += len + (e ? 1 : 0);
-    }
-    return spec;
-}
-
 static void on_supervisor(host_watch *w, uint32_t events);
 
 /* 128 random bits from getrandom(2): no fd to open, so it works with the
@@ -239,8 +197,9 @@ void host_limits_default(Sandgate__V1__Limits *l)
     if (!l->max_file_bytes) l->max_file_bytes = 8ull << 20;
 }
 
-/* A sandbox with a fresh random id, default limits, no owner yet; NULL
- * when there is no memory or no randomness (the caller frees the slot). */
+/* A sandbox of a template of this host, with a fresh random id, default
+ * limits, no owner yet; NULL when there is no memory or no randomness (the
+ * caller frees the slot). */
 host_sandbox *host_sandbox_alloc(const char *template_name, uint32_t slot)
 {
     host_sandbox *sb = calloc(1, sizeof *sb);
@@ -249,6 +208,8 @@ host_sandbox *host_sandbox_alloc(const char *template_name, uint32_t slot)
         return NULL;
     }
     snprintf(sb->template_name, sizeof sb->template_name, "%s", template_name);
+    host_template *t = host_template_find(template_name);
+    sb->drv = t ? t->drv : NULL;
     snprintf(sb->cgroup, sizeof sb->cgroup, "%s", sb->id);
     sandgate__v1__limits__init(&sb->limits);
     host_limits_default(&sb->limits);
@@ -319,22 +280,9 @@ void host_sandbox_keep_env(host_sandbox *sb, const char *env_json)
     snprintf(sb->ctx_env, n, "{\"workdir\":\"/workspace\",\"env\":%s}", env_json);
 }
 
-/* The spec a joining context enters with: the sandbox's, with the groups it
- * is in now (a pooled sandbox's were renamed at activation). Owned by the
- * caller. */
-char *host_sandbox_join_spec(host_sandbox *sb, const host_template *t, sg_err *err)
-{
-    char procs[2048], eb[256];
-    if (sgc_cgroup_procs(H.cfg.cgroup_root, sb->cgroup, procs, sizeof procs, eb, sizeof eb) != 0) {
-        sg_err_set(err, SG_EINTERNAL, "cgroups of %s: %s", sb->id, eb);
-        return NULL;
-    }
-    return build_spec(sb, t, procs);
-}
-
-/* Launch: cgroups, then the zygote forks. Called with H.mu held. env_json
- * is the sandbox's environment ("{}" for a pool sandbox: it gets its env
- * with ACTIVATE). */
+/* Launch: cgroups and the supervisor channel, then the driver starts the
+ * sandbox on it. Called with H.mu held. env_json is the sandbox's
+ * environment ("{}" for a pool sandbox: it gets its env with ACTIVATE). */
 int host_sandbox_launch(host_sandbox *sb, host_template *t, const char *env, int pooled, sg_err *err)
 {
     char procs[2048] = "", eb[512] = "";
@@ -351,9 +299,7 @@ int host_sandbox_launch(host_sandbox *sb, host_template *t, const char *env, int
         return sg_err_errno(err, SG_EINTERNAL, "socketpair(sandbox %s)", sb->id);
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
     host_watch_add(&sb->sock, sv[0], on_supervisor, sb);
-    char *spec = build_spec(sb, t, procs);
-    int rc = host_zygote_create(t, sb, spec, env, pooled, sv[1], err);
-    free(spec);
+    int rc = sb->drv->launch(t, sb, env, pooled, sv[1], procs, err);
     close(sv[1]);
     return rc;
 }
@@ -423,6 +369,8 @@ int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *ca
     int rc = host_egress_attach(sb, req, err);
     if (rc == 0)
         rc = host_sandbox_launch(sb, t, env, 0, err);
+    if (rc == 0)
+        t->drv->note_use(t, sb->gen);
     /* env holds secret values: wipe before free */
     explicit_bzero(env, strlen(env));
     free(env);
@@ -505,8 +453,9 @@ static void handle_sup_msg(host_sandbox *sb, char *msg, int *fds, int nfds)
     sscanf(msg, "%15s %79s %d %d", verb, id, &a, &b);
     if (strcmp(verb, "PID") == 0 && sb->state == SB_CREATING) {
         sb->pid = (pid_t)atoi(id);
-        /* Before anything can reap it (its parent, the zygote, only reaps
-         * what died): a handle that later JOINs name the sandbox by. */
+        /* Before anything can reap it (process driver: its parent, the
+         * zygote, only reaps what died): a handle that file calls (and the
+         * process driver's JOINs) name the sandbox by. */
         if (sb->pidfd < 0 && sb->pid > 0)
             sb->pidfd = (int)syscall(SYS_pidfd_open, sb->pid, 0);
     } else if (strcmp(verb, "POOLED") == 0 && sb->state == SB_CREATING && !sb->pool_ready) {
@@ -628,6 +577,8 @@ void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to)
         kill(sb->pid, SIGKILL);
     if (sgc_cgroup_detect(H.cfg.cgroup_root) != SGC_CGROUP_NONE)
         host_reaper_signal(sb->cgroup);
+    if (sb->drv && sb->drv->kill)
+        sb->drv->kill(sb);
 }
 
 static void sandbox_free(host_sandbox *sb)
@@ -656,6 +607,16 @@ static void sandbox_free(host_sandbox *sb)
     free(sb);
 }
 
+/* The driver's own leftovers of a dead sandbox (driver.h
+ * cleanup_after_empty): 1 once removed. */
+static int driver_cleaned(host_sandbox *sb)
+{
+    if (!sb->drv_cleaned)
+        sb->drv_cleaned = !sb->drv || !sb->drv->cleanup_after_empty ||
+                          sb->drv->cleanup_after_empty(sb);
+    return sb->drv_cleaned;
+}
+
 /* A dying sandbox is finished when its cgroups are gone. */
 static int reap_dying(host_sandbox *sb)
 {
@@ -672,9 +633,13 @@ static int reap_dying(host_sandbox *sb)
             }
             return 0;
         }
+        if (!driver_cleaned(sb))
+            return 0;
         if (sgc_cgroup_destroy(H.cfg.cgroup_root, sb->cgroup, eb, sizeof eb) != 0)
             return 0;
     } else if (sb->pid > 0 && kill(sb->pid, 0) == 0) {
+        return 0;
+    } else if (!driver_cleaned(sb)) {
         return 0;
     }
     for (size_t i = 0; i < sb->n_kill_calls; i++) {

@@ -32,30 +32,31 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "host/drivers/process/process.h"
 #include "host/host.h"
 
 #define ZYGOTE_BACKOFF_US 500000
 #define ZYGOTE_RETIRE_MAX_US (30 * 1000000LL)   /* a replaced zygote's JOINs get this long */
 #define ZYGOTE_EXIT_MAX_US (10 * 1000000LL)     /* then, its socket closed, this long to exit */
 
-static void on_join_reply(host_zygote *z, const char *msg);
-static void fail_joins(host_zygote *z);
+static void on_join_reply(proc_zygote *z, const char *msg);
+static void fail_joins(proc_zygote *z);
 
 /* The list of replaced (or dead) zygotes still finishing; tick frees them. */
-static void retire(host_zygote *z)
+static void retire(proc_zygote *z)
 {
     host_template *t = z->t;
     z->retire_us = host_now_us();
-    z->next = t->retiring;
-    t->retiring = z;
+    z->next = PT(t)->retiring;
+    PT(t)->retiring = z;
 }
 
 /* The successor said HELLO: it serves from now on. */
 static void promote(host_template *t)
 {
-    host_zygote *old = t->zygote, *z = t->next;
-    t->zygote = z;
-    t->next = NULL;
+    proc_zygote *old = PT(t)->zygote, *z = PT(t)->next;
+    PT(t)->zygote = z;
+    PT(t)->next = NULL;
     t->restarts = 0;
     if (old) {
         sg_log_info("template %s: zygote generation %u (pid %d) serves; "
@@ -68,7 +69,7 @@ static void promote(host_template *t)
 static void on_zygote_msg(host_watch *w, uint32_t events)
 {
     (void)events;
-    host_zygote *z = w->owner;
+    proc_zygote *z = w->owner;
     host_template *t = z->t;
     char buf[1024];
     ssize_t n = recv(w->fd, buf, sizeof buf - 1, MSG_DONTWAIT);
@@ -76,11 +77,11 @@ static void on_zygote_msg(host_watch *w, uint32_t events)
         buf[n] = 0;
         if (strncmp(buf, "HELLO ", 6) == 0) {
             z->ready = 1;
-            t->warm_us = host_now_us() - z->born_us;
+            PT(t)->warm_us = host_now_us() - z->born_us;
             sg_log_info("template %s: zygote %s ready (generation %u, "
             "%.0f ms)", t->cfg->name, buf + 6, z->gen,
                     (host_now_us() - z->born_us) / 1000.0);
-            if (z == t->next)
+            if (z == PT(t)->next)
                 promote(t);
         } else if (strncmp(buf, "JOINED ", 7) == 0 || strncmp(buf, "JOINERR ", 8) == 0) {
             on_join_reply(z, buf);
@@ -93,20 +94,20 @@ static void on_zygote_msg(host_watch *w, uint32_t events)
     fail_joins(z);
     if (z->pid > 0)
         kill(z->pid, SIGKILL);
-    if (z == t->zygote || z == t->next) {
-        int serving = z == t->zygote;
+    if (z == PT(t)->zygote || z == PT(t)->next) {
+        int serving = z == PT(t)->zygote;
         sg_log_warn("template %s: zygote %d (generation %u) exited%s",
                 t->cfg->name, (int)z->pid, z->gen,
-                serving ? (t->next ? "; its successor takes over" : "; restarting")
+                serving ? (PT(t)->next ? "; its successor takes over" : "; restarting")
                         : " before it was ready; the current one serves on");
         if (serving)
-            t->zygote = NULL;
+            PT(t)->zygote = NULL;
         else
-            t->next = NULL;
+            PT(t)->next = NULL;
         retire(z);
-        t->restart_at_us = host_now_us() + (t->restarts ? ZYGOTE_BACKOFF_US : 0);
+        PT(t)->restart_at_us = host_now_us() + (t->restarts ? ZYGOTE_BACKOFF_US : 0);
         if (!serving)   /* a failed successor: not again at once */
-            t->restart_at_us = host_now_us() + ZYGOTE_BACKOFF_US * (1 + t->restarts);
+            PT(t)->restart_at_us = host_now_us() + ZYGOTE_BACKOFF_US * (1 + t->restarts);
         t->restarts++;
     }
     /* a retiring one that exited: tick frees it once reaped */
@@ -114,7 +115,7 @@ static void on_zygote_msg(host_watch *w, uint32_t events)
 
 /* successor: it preloads niced (zygote.py --preload-nice) while the one it
  * replaces serves; a first start or a restart is waited for, so it is not. */
-static host_zygote *spawn_zygote(host_template *t, int successor, sg_err *err)
+static proc_zygote *spawn_zygote(host_template *t, int successor, sg_err *err)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -172,9 +173,9 @@ static host_zygote *spawn_zygote(host_template *t, int successor, sg_err *err)
         sg_err_errno(err, SG_EUNAVAIL, "posix_spawn(%s %s)", t->cfg->python, H.runtime_py);
         return NULL;
     }
-    host_zygote *z = calloc(1, sizeof *z);
+    proc_zygote *z = calloc(1, sizeof *z);
     z->t = t;
-    z->gen = ++t->gens;
+    z->gen = ++PT(t)->gens;
     z->pid = pid;
     z->born_us = host_now_us();
     z->sock.fd = -1;
@@ -182,11 +183,12 @@ static host_zygote *spawn_zygote(host_template *t, int successor, sg_err *err)
     return z;
 }
 
-int host_zygotes_start(sg_err *err)
+int proc_zygote_start(host_template *t, sg_err *err)
 {
-    for (size_t i = 0; i < H.n_templates; i++)
-        if (!(H.templates[i].zygote = spawn_zygote(&H.templates[i], 0, err)))
-            return err ? err->code : SG_EINTERNAL;
+    if (!t->priv && !(t->priv = calloc(1, sizeof(proc_template))))
+        return sg_err_set(err, SG_EINTERNAL, "template %s: out of memory", t->cfg->name);
+    if (!(PT(t)->zygote = spawn_zygote(t, 0, err)))
+        return err ? err->code : SG_EINTERNAL;
     return 0;
 }
 
@@ -201,13 +203,13 @@ static int64_t age_limit_us(const host_template *t)
  * (the rate over at least one preload, so a burst at its start does not
  * count as a rate), and at least a quarter of rotate_forks; for
  * rotate_after, a quarter of it (at most 10 s) early. */
-static const char *rotation_due(const host_template *t, const host_zygote *z, int64_t now_us)
+static const char *rotation_due(const host_template *t, const proc_zygote *z, int64_t now_us)
 {
     uint32_t n = t->cfg->rotate_forks;
     if (n) {
         uint32_t ahead = n / 4;
-        if (z->first_use_us && t->warm_us > 0) {
-            double span = (double)(now_us - z->first_use_us), warm = (double)t->warm_us;
+        if (z->first_use_us && PT(t)->warm_us > 0) {
+            double span = (double)(now_us - z->first_use_us), warm = (double)PT(t)->warm_us;
             double want = z->uses / (span > warm ? span : warm) * warm * 1.5;
             if (want > ahead)
                 ahead = want < n - 1 ? (uint32_t)want : n - 1;
@@ -224,7 +226,7 @@ static const char *rotation_due(const host_template *t, const host_zygote *z, in
 static int pool_has_gen(const host_template *t, uint32_t gen)
 {
     for (const host_sandbox *sb = t->pool; sb; sb = sb->pool_next)
-        if (sb->zygote_gen == gen)
+        if (sb->gen == gen)
             return 1;
     return 0;
 }
@@ -235,8 +237,8 @@ static int pool_has_gen(const host_template *t, uint32_t gen)
  * generation (pool.c asks how many requests it served). */
 static void retiring_tick(host_template *t, int64_t now_us)
 {
-    for (host_zygote **p = &t->retiring; *p;) {
-        host_zygote *z = *p;
+    for (proc_zygote **p = &PT(t)->retiring; *p;) {
+        proc_zygote *z = *p;
         if (z->sock.fd >= 0 && (z->joins == 0 || now_us - z->retire_us > ZYGOTE_RETIRE_MAX_US)) {
             fail_joins(z);
             host_watch_close(&z->sock);   /* it forks what is queued, then sees EOF */
@@ -256,84 +258,88 @@ static void retiring_tick(host_template *t, int64_t now_us)
     }
 }
 
-void host_zygotes_tick(int64_t now_us)
+void proc_zygote_tick(host_template *t, int64_t now_us)
 {
-    for (size_t i = 0; i < H.n_templates; i++) {
-        host_template *t = &H.templates[i];
-        retiring_tick(t, now_us);
-        if (H.stopping || now_us < t->restart_at_us || t->next)
-            continue;
-        host_zygote *z = t->zygote;
-        const char *why = NULL;
-        if (z && (!z->ready || H.draining || !(why = rotation_due(t, z, now_us))))
-            continue;
-        sg_err err;
-        host_zygote *nz = spawn_zygote(t, z != NULL, &err);
-        if (!nz) {
-            sg_log_warn("%s", err.msg);
-            t->restart_at_us = now_us + ZYGOTE_BACKOFF_US;
-            continue;
-        }
-        if (!z) {
-            t->zygote = nz;
-            continue;
-        }
-        t->next = nz;
-        sg_log_info("template %s: starting zygote generation %u (pid %d) "
-            "to replace generation %u (%s: %u sandboxes, %.0f s since its first)",
-                t->cfg->name, nz->gen, (int)nz->pid, z->gen, why, z->uses,
-                z->first_use_us ? (now_us - z->first_use_us) / 1e6 : 0.0);
+    retiring_tick(t, now_us);
+    if (H.stopping || now_us < PT(t)->restart_at_us || PT(t)->next)
+        return;
+    proc_zygote *z = PT(t)->zygote;
+    const char *why = NULL;
+    if (z && (!z->ready || H.draining || !(why = rotation_due(t, z, now_us))))
+        return;
+    sg_err err;
+    proc_zygote *nz = spawn_zygote(t, z != NULL, &err);
+    if (!nz) {
+        sg_log_warn("%s", err.msg);
+        PT(t)->restart_at_us = now_us + ZYGOTE_BACKOFF_US;
+        return;
     }
+    if (!z) {
+        PT(t)->zygote = nz;
+        return;
+    }
+    PT(t)->next = nz;
+    sg_log_info("template %s: starting zygote generation %u (pid %d) "
+        "to replace generation %u (%s: %u sandboxes, %.0f s since its first)",
+            t->cfg->name, nz->gen, (int)nz->pid, z->gen, why, z->uses,
+            z->first_use_us ? (now_us - z->first_use_us) / 1e6 : 0.0);
 }
 
-void host_zygote_reaped(pid_t pid)
+/* Any pid the loop reaped: a zygote of a process-driver template's? */
+void proc_zygote_reaped(pid_t pid)
 {
     for (size_t i = 0; i < H.n_templates; i++) {
         host_template *t = &H.templates[i];
-        host_zygote *all[2] = {t->zygote, t->next};
+        if (t->drv != &host_driver_process || !PT(t))
+            continue;
+        proc_zygote *all[2] = {PT(t)->zygote, PT(t)->next};
         for (int k = 0; k < 2; k++)
             if (all[k] && all[k]->pid == pid)
                 all[k]->pid = 0;
-        for (host_zygote *z = t->retiring; z; z = z->next)
+        for (proc_zygote *z = PT(t)->retiring; z; z = z->next)
             if (z->pid == pid)
                 z->pid = 0;
     }
 }
 
-void host_zygotes_kill(void)
+/* Shutdown: SIGKILL every zygote of t. */
+void proc_zygote_stop(host_template *t)
 {
-    for (size_t i = 0; i < H.n_templates; i++) {
-        host_template *t = &H.templates[i];
-        host_zygote *all[2] = {t->zygote, t->next};
-        for (int k = 0; k < 2; k++)
-            if (all[k] && all[k]->pid > 0)
-                kill(all[k]->pid, SIGKILL);
-        for (host_zygote *z = t->retiring; z; z = z->next)
-            if (z->pid > 0)
-                kill(z->pid, SIGKILL);
-    }
+    if (!PT(t))
+        return;
+    proc_zygote *all[2] = {PT(t)->zygote, PT(t)->next};
+    for (int k = 0; k < 2; k++)
+        if (all[k] && all[k]->pid > 0)
+            kill(all[k]->pid, SIGKILL);
+    for (proc_zygote *z = PT(t)->retiring; z; z = z->next)
+        if (z->pid > 0)
+            kill(z->pid, SIGKILL);
 }
 
-host_zygote *host_zygote_serving(host_template *t)
+proc_zygote *proc_zygote_serving(host_template *t)
 {
-    return t->zygote && t->zygote->ready && t->zygote->sock.fd >= 0 ? t->zygote : NULL;
+    if (!PT(t))
+        return NULL;
+    return PT(t)->zygote && PT(t)->zygote->ready && PT(t)->zygote->sock.fd >= 0 ? PT(t)->zygote : NULL;
 }
 
-host_zygote *host_zygote_by_gen(host_template *t, uint32_t gen)
+proc_zygote *proc_zygote_by_gen(host_template *t, uint32_t gen)
 {
-    if (t->zygote && t->zygote->gen == gen)
-        return t->zygote;
-    if (t->next && t->next->gen == gen)
-        return t->next;
-    for (host_zygote *z = t->retiring; z; z = z->next)
+    if (!PT(t))
+        return NULL;
+    if (PT(t)->zygote && PT(t)->zygote->gen == gen)
+        return PT(t)->zygote;
+    if (PT(t)->next && PT(t)->next->gen == gen)
+        return PT(t)->next;
+    for (proc_zygote *z = PT(t)->retiring; z; z = z->next)
         if (z->gen == gen)
             return z;
     return NULL;
 }
 
-void host_zygote_note_use(host_template *t, uint32_t gen)
+void proc_zygote_note_use(host_template *t, uint32_t gen)
 {
-    host_zygote *z = host_zygote_by_gen(t, gen);
+    proc_zygote *z = proc_zygote_by_gen(t, gen);
     if (!z)
         return;
     z->uses++;
@@ -341,25 +347,17 @@ void host_zygote_note_use(host_template *t, uint32_t gen)
         z->first_use_us = host_now_us();
 }
 
-int host_zygote_gen_usable(host_template *t, uint32_t gen)
+int proc_zygote_gen_usable(host_template *t, uint32_t gen)
 {
-    host_zygote *z = host_zygote_by_gen(t, gen);
+    proc_zygote *z = proc_zygote_by_gen(t, gen);
     if (!z)
         return 0;
-    if (z == t->zygote)
+    if (z == PT(t)->zygote)
         return 1;   /* the serving generation: within its bounds, or no successor yet */
     if (t->cfg->rotate_forks && z->uses >= t->cfg->rotate_forks)
         return 0;
     return !age_limit_us(t) || !z->first_use_us ||
            host_now_us() - z->first_use_us < age_limit_us(t);
-}
-
-host_template *host_template_find(const char *name)
-{
-    for (size_t i = 0; i < H.n_templates; i++)
-        if (strcmp(H.templates[i].cfg->name, name) == 0)
-            return &H.templates[i];
-    return NULL;
 }
 
 /* The spec as a JSON string's contents: it is ours, so only \n, " and \\
@@ -382,7 +380,7 @@ static size_t escape_spec(char *out, const char *spec)
 }
 
 /* One message with fds to the zygote. */
-static int send_zygote(host_zygote *z, const char *msg, size_t len, const int *fds, int nfds,
+static int send_zygote(proc_zygote *z, const char *msg, size_t len, const int *fds, int nfds,
                        sg_err *err)
 {
     struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
@@ -412,12 +410,12 @@ static int send_zygote(host_zygote *z, const char *msg, size_t len, const int *f
     return 0;
 }
 
-int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, const char *env_json,
+int proc_zygote_create(host_template *t, host_sandbox *sb, const char *spec, const char *env_json,
                        int pooled, int child_fd, sg_err *err)
 {
     /* not yet ready (or only a successor, the serving one dead): it forks
      * once preloaded */
-    host_zygote *z = t->zygote ? t->zygote : t->next;
+    proc_zygote *z = PT(t)->zygote ? PT(t)->zygote : PT(t)->next;
     if (!z || z->sock.fd < 0)
         return sg_err_set(err, SG_EUNAVAIL, "template %s is restarting; retry", t->cfg->name);
     size_t cap = strlen(spec) * 2 + strlen(env_json) + 256;
@@ -430,21 +428,18 @@ int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, con
     int rc = send_zygote(z, msg, (size_t)n, &child_fd, 1, err);
     explicit_bzero(msg, (size_t)n);   /* the env holds secrets */
     free(msg);
-    if (rc == 0) {
-        sb->zygote_gen = z->gen;
-        if (!pooled)
-            host_zygote_note_use(t, z->gen);
-    }
+    if (rc == 0)
+        sb->gen = z->gen;   /* the core counts its use (note_use) */
     return rc;
 }
 
 static uint32_t jobs;   /* the last JOIN's number; 0 is never used */
 
 /* The JOIN message itself, with the sandbox's pidfd and the context's ends. */
-static int send_join(host_zygote *z, host_sandbox *sb, const int *f, sg_err *err)
+static int send_join(proc_zygote *z, host_sandbox *sb, const int *f, sg_err *err)
 {
     host_template *t = z->t;
-    char *spec = host_sandbox_join_spec(sb, t, err);
+    char *spec = proc_join_spec(sb, t, err);
     if (!spec)
         return err->code;
     if (++jobs == 0)
@@ -466,11 +461,11 @@ static int send_join(host_zygote *z, host_sandbox *sb, const int *f, sg_err *err
  * (env, workdir) on the socket before the zygote has it, so the zygote never
  * sees the sandbox's environment, and keep our ends in the context until
  * JOINED. */
-int host_zygote_join(host_template *t, host_ctx *c, sg_err *err)
+int proc_zygote_join(host_template *t, host_ctx *c, sg_err *err)
 {
     host_sandbox *sb = c->sb;
     /* the serving generation, whatever made the sandbox */
-    host_zygote *z = t->zygote ? t->zygote : t->next;
+    proc_zygote *z = PT(t)->zygote ? PT(t)->zygote : PT(t)->next;
     if (!z || z->sock.fd < 0)
         return sg_err_set(err, SG_EUNAVAIL, "template %s is restarting; retry", t->cfg->name);
     if (!sb->ctx_env)
@@ -518,7 +513,7 @@ static host_ctx *find_join(uint32_t job)
 }
 
 /* JOINED <job> <pid> / JOINERR <job> <message>. */
-static void on_join_reply(host_zygote *z, const char *msg)
+static void on_join_reply(proc_zygote *z, const char *msg)
 {
     if (z->joins)
         z->joins--;
@@ -541,7 +536,7 @@ static void on_join_reply(host_zygote *z, const char *msg)
 }
 
 /* The zygote died or retires: its JOINs in flight will never be answered. */
-static void fail_joins(host_zygote *z)
+static void fail_joins(proc_zygote *z)
 {
     for (host_sandbox *sb = H.sandboxes; sb; sb = sb->next)
         for (host_ctx *c = sb->contexts; c; c = c->next)
