@@ -40,6 +40,12 @@ static void usage(void)
             "                     [--runtime-dir DIR] [--state-dir DIR] [--audit-log FILE]\n"
             "                     [--egress-hosts FILE] [--metrics-listen ADDR]\n"
             "                     [--metrics-port-file FILE] [--log-level LEVEL]\n"
+            "                     [--advertise ADDR] [--check-config]\n"
+            "  --name NAME          overrides the config's name ([a-z0-9]{1,16})\n"
+            "  --advertise ADDR     overrides registry.advertise, the host:port gateways\n"
+            "                       dial (Kubernetes: the pod IP from the downward API)\n"
+            "  --check-config       load the config with the overrides, report every\n"
+            "                       error, and exit (0 = would start); changes nothing\n"
             "  --audit-log FILE     egress decisions, one JSON line each (appended;\n"
             "                       default: stderr)\n"
             "  --egress-hosts FILE  \"IP name...\" lines the egress proxy consults before\n"
@@ -102,6 +108,46 @@ static int load_config(const char *path, const char *name, const char *runtime_d
         return -1;
     }
     return 0;
+}
+
+/* The command-line overrides get the checks the config file's keys get. */
+static int check_overrides(const char *name, const char *advertise)
+{
+    size_t n = name ? strlen(name) : 1;
+    if (name && (n < 1 || n > 16 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789") != n)) {
+        sg_log_error("--name '%s': bad host name, expected [a-z0-9]{1,16}", name);
+        return -1;
+    }
+    const char *colon = advertise ? strrchr(advertise, ':') : NULL;
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    if (advertise && (!colon || colon == advertise || !colon[1] || *end || port < 1 ||
+                      port > 65535 || (advertise[0] == '[' && colon[-1] != ']'))) {
+        sg_log_error("--advertise '%s': bad address, expected host:port with a port from 1 "
+                     "to 65535 (an IPv6 address in brackets)", advertise);
+        return -1;
+    }
+    return 0;
+}
+
+/* --check-config: the loader alone, so a check creates no directory. */
+static int check_config(const char *path, const char *name, const char *advertise)
+{
+    policy_errors errs = {0};
+    config_host c;
+    memset(&c, 0, sizeof c);
+    int rc = config_host_load(path, &c, &errs);
+    for (size_t i = 0; i < errs.n; i++)
+        sg_log_error("%s", errs.items[i]);
+    policy_errors_cleanup(&errs);
+    const char *adv = advertise ? advertise : c.registry.advertise ? c.registry.advertise : c.listen;
+    if (rc == 0)
+        sg_log_info("config %s: ok (host %s, %zu template(s), registry: %s%s)", path,
+                name ? name : c.name, c.n_templates,
+                c.registry.n_endpoints ? "etcd, advertise " : "none",
+                c.registry.n_endpoints && adv ? adv : "");
+    config_host_cleanup(&c);
+    return rc == 0 ? 0 : 1;
 }
 
 /* One host per (name, runtime dir): the lock makes the stale cleanup below
@@ -189,8 +235,10 @@ int main(int argc, char **argv)
                                    {"audit-log", 1, 0, 'A'},   {"egress-hosts", 1, 0, 'E'},
                                    {"state-dir", 1, 0, 'S'},   {"metrics-listen", 1, 0, 'm'},
                                    {"metrics-port-file", 1, 0, 'P'}, {"log-level", 1, 0, 'g'},
+                                   {"advertise", 1, 0, 'a'},   {"check-config", 0, 0, 'C'},
                                    {0, 0, 0, 0}};
-    int o;
+    const char *advertise_arg = NULL;
+    int o, check_only = 0;
     while ((o = getopt_long(argc, argv, "c:l:p:L:r:hn:R:", opts, NULL)) != -1) {
         switch (o) {
         case 'c': config = optarg; break;
@@ -206,6 +254,8 @@ int main(int argc, char **argv)
         case 'm': metrics = optarg; break;
         case 'P': metrics_port_file = optarg; break;
         case 'g': log_level = optarg; break;
+        case 'a': advertise_arg = optarg; break;
+        case 'C': check_only = 1; break;
         default: usage(); return 2;
         }
     }
@@ -228,8 +278,16 @@ int main(int argc, char **argv)
      * near 200 sandboxes while the hard one allows far more. */
     host_admit_raise_nofile();
 
+    if (check_overrides(name, advertise_arg) != 0)
+        return 2;
+    if (check_only)
+        return check_config(config, name, advertise_arg);
     if (load_config(config, name, rtdir, state_dir) != 0)
         return 1;
+    if (advertise_arg) {
+        free(H.cfg.registry.advertise);
+        H.cfg.registry.advertise = strdup(advertise_arg);
+    }
     sg_err err;
     /* Every template's isolation has a driver that can run here, or the
      * host does not start (never a fall-back to a weaker one). */
