@@ -19,7 +19,7 @@
 #define HOST_ID_MAX 80
 #define HOST_FRAME_MAX (64 * 1024 + 16)
 /* Live contexts per sandbox, the default one included: sandgate-init's table
- * holds as many (host/drivers/process/init/init.h INIT_MAX_CTX). */
+ * holds as many (host/init/init.h INIT_MAX_CTX). */
 #define HOST_MAX_CONTEXTS 64
 
 typedef struct host_sandbox host_sandbox;

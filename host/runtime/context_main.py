@@ -2,7 +2,7 @@
 
 Owns: the entry of every context after the default one (CTX <id>): a fresh
 interpreter, exec'd by pid 1 with the context socket on fd 3 and the output
-pipes on fds 1 and 2 (host/drivers/process/init/children.c). The default context is forked
+pipes on fds 1 and 2 (host/init/children.c). The default context is forked
 from the zygote instead and never runs this. What a context does is
 context.py's.
 """

@@ -3,7 +3,7 @@
 Owns: sending and receiving one SOCK_SEQPACKET message (text commands with
 SCM_RIGHTS fds, and the 1-type-byte binary frames of a context), and the
 size limits of both. It knows nothing of what a message means; zygote.py,
-create.py and context.py own that (and host/drivers/process/init, in C, on pid 1's side).
+create.py and context.py own that (and host/init, in C, on pid 1's side).
 """
 
 import os

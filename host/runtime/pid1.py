@@ -3,7 +3,7 @@
 Owns: the fd of the sandgate-init binary (opened once, in the zygote,
 before any sandbox exists, so a sandbox can exec it without a view of the
 host's files) and the exec itself: which fds survive it, and the argv
-(host/drivers/process/init/init.h). What pid 1 does from then on is host/drivers/process/init's.
+(host/init/init.h). What pid 1 does from then on is host/init's.
 """
 
 import fcntl

@@ -1,7 +1,7 @@
 /* process.c — the `process` driver (host/driver.h): a sandbox is a fork of
  * its template's zygote (zygote.c), contained on the host kernel by
  * libsandgate_contain (namespaces, pivot_root, uid, caps, rlimits, seccomp;
- * host/contain/) with sandgate-init (host/drivers/process/init/) as its pid 1 and
+ * host/contain/) with sandgate-init (host/init/) as its pid 1 and
  * supervisor. This file is the ops table and the contain spec a sandbox is
  * made (or a context joined) with; zygote.c owns the zygote generations.
  * The core's cgroups, supervisor channel and contexts are used as they are. */
