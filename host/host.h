@@ -319,6 +319,10 @@ void host_metrics_egress(const char *kind, int allow, const char *rule, uint64_t
 /* registry.c — the host's entry in etcd (config registry:; a no-op without) */
 int host_registry_start(const char *advertise_default, sg_err *err);
 void host_registry_stop(void);
+/* Drain (SIGUSR1): the entry says "draining" from now on, reported at once,
+ * and gateways place no new task here; the sandboxes here keep running and
+ * their tasks keep them. Until the host stops; a no-op without a registry. */
+void host_registry_drain(void);
 
 /* service.c */
 int host_service_register(rpc_server *srv, sg_err *err);

@@ -273,6 +273,10 @@ int main(int argc, char **argv)
     /* SIGCHLD goes to the loop's signalfd; SIGTERM/INT to sigwait below.
      * Blocked before any thread exists so every thread inherits the mask. */
     sg_daemon_block_signals(SIGCHLD);
+    sigset_t usr1;   /* drain: sigwait below, like SIGTERM */
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     /* ~5 fds per sandbox: the soft limit (often 1,024) would cap a host
      * near 200 sandboxes while the hard one allows far more. */
@@ -354,7 +358,14 @@ int main(int argc, char **argv)
             sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V2   ? "v2"
             : sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V1 ? "v1"
                                                                    : "none");
-    int sig = sg_daemon_wait_stop();
+    sigset_t waited;
+    sigemptyset(&waited);
+    sigaddset(&waited, SIGTERM);
+    sigaddset(&waited, SIGINT);
+    sigaddset(&waited, SIGUSR1);
+    int sig = 0;
+    while (sigwait(&waited, &sig) == 0 && sig == SIGUSR1)
+        host_registry_drain();
     sg_log_info("signal %d: shutting down", sig);
     rpc_health_set_serving(0);
     host_registry_stop();   /* gateways stop placing here at once */

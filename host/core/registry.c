@@ -11,10 +11,15 @@
  * host) cannot take over a live host's entry; it waits, and logs why, until
  * that entry's lease ends.
  *
+ * A drain (host_registry_drain, SIGUSR1) adds "draining":true to the
+ * report, sent at once rather than at the next REPORT_MS: gateways then
+ * place no new task here while every sandbox here keeps being served.
+ *
  * Everything here runs on a thread of its own with etcd's calls bounded by
  * the client's deadline: an unreachable etcd delays only the next report,
  * never a call of any tenant (H.mu is taken only to count). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +39,8 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int running, stop;
+    int kick;                   /* report now (with mu) */
+    atomic_int draining;
     int64_t lease;              /* 0 = none */
     etcd_keeper *keeper;        /* owned while lease */
     volatile int lost;          /* the keeper said the lease is gone */
@@ -53,9 +60,10 @@ static size_t report(char *out, size_t cap)
     for (host_sandbox *sb = H.sandboxes; sb; sb = sb->next)
         live += !sb->pooled && sb->state != SB_KILLING;
     int n = snprintf(out, cap, "{\"name\":\"%s\",\"address\":\"%s\",\"capacity\":%u,\"live\":%zu,"
-                               "\"free_memory\":%lld,\"templates\":[",
+                               "\"free_memory\":%lld,\"draining\":%s,\"templates\":[",
                      H.cfg.name, R.address, H.cfg.max_sandboxes, live,
-                     (long long)(u.mem_available > 0 ? u.mem_available : 0));
+                     (long long)(u.mem_available > 0 ? u.mem_available : 0),
+                     atomic_load(&R.draining) ? "true" : "false");
     for (size_t i = 0; i < H.n_templates && n > 0 && (size_t)n < cap; i++) {
         size_t ready = 0;
         for (host_sandbox *sb = H.templates[i].pool; sb; sb = sb->pool_next)
@@ -155,8 +163,9 @@ static void *registry_main(void *arg)
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += REPORT_MS / 1000;
-        while (!R.stop && pthread_cond_timedwait(&R.cv, &R.mu, &ts) == 0)
+        while (!R.stop && !R.kick && pthread_cond_timedwait(&R.cv, &R.mu, &ts) == 0)
             ;
+        R.kick = 0;
     }
     pthread_mutex_unlock(&R.mu);
     return NULL;
@@ -180,6 +189,22 @@ int host_registry_start(const char *listen, sg_err *err)
     }
     R.running = 1;
     return 0;
+}
+
+void host_registry_drain(void)
+{
+    if (atomic_exchange(&R.draining, 1))
+        return;
+    if (!R.running) {
+        sg_log_warn("draining: no registry, so no gateway hears it (static host lists "
+                    "place by health alone); ignored");
+        return;
+    }
+    sg_log_info("draining: gateways place no new task here; the sandboxes here keep running");
+    pthread_mutex_lock(&R.mu);
+    R.kick = 1;
+    pthread_cond_signal(&R.cv);
+    pthread_mutex_unlock(&R.mu);
 }
 
 void host_registry_stop(void)

@@ -18,7 +18,9 @@ Checks (tests run in order, sharing the cluster):
      two -> running sandboxes still answer, creates fail cleanly
      (UNAVAILABLE, a retry can succeed; no other code, no hang), and all is
      well again once the members return;
-  3. kill -9 a gateway -> the other serves every sandbox, whichever gateway
+  3. a host drained (SIGUSR1) -> no new task goes there, its sandboxes keep
+     answering and their tasks' creates return them;
+  4. kill -9 a gateway -> the other serves every sandbox, whichever gateway
      made it, with ownership intact (another user: PERMISSION_DENIED;
      another tenant: NOT_FOUND).
 
@@ -332,7 +334,36 @@ class MultiHost(unittest.TestCase):
         self.assertIsNone(err)
         self.assertEqual(out.strip(), "43")
 
-    def test_3_kill_9_a_gateway_the_other_serves_every_sandbox(self):
+    def test_3_drain_a_host(self):
+        """SIGUSR1: no new task goes to the host; its sandboxes keep running
+        and their tasks keep them."""
+        c = S["c"]
+        on_h3 = None
+        for _ in range(40):
+            sid = create("g1")
+            if c.node_of(sid) == "h3":
+                on_h3 = sid
+                break
+        self.assertIsNotNone(on_h3, "no create landed on h3")
+        _, _, err, _, _ = S["api"]["g2"].run(KEY, USER, on_h3, "kept = 7")
+        self.assertIsNone(err)
+        c.procs["h3"].send_signal(signal.SIGUSR1)
+        t = wait(lambda: '"draining":true' in c.etcdctl(
+            "get", c.prefix + "hosts/" + c.host_name("h3"), "--print-value-only").stdout,
+            "h3's entry to say draining", 5)
+        time.sleep(0.3)   # the watch event reaching both gateways
+        landed = [c.node_of(create("g1" if i % 2 else "g2")) for i in range(30)]
+        print("h3's entry said draining %.2f s after SIGUSR1; 30 new tasks then: %s" % (
+            t, {n: landed.count(n) for n in sorted(set(landed))}))
+        self.assertNotIn("h3", landed)
+        for g in ("g1", "g2"):
+            out, _, err, _, _ = S["api"][g].run(KEY, USER, on_h3, "print(kept)")
+            self.assertIsNone(err)
+            self.assertEqual(out.strip(), "7")
+            # the task's retry gets its sandbox, on the draining host
+            self.assertEqual(S["api"][g].create(KEY, USER, SANDBOXES[on_h3][1]).sandbox_id, on_h3)
+
+    def test_4_kill_9_a_gateway_the_other_serves_every_sandbox(self):
         c = S["c"]
         mine = [create("g1" if i % 2 else "g2") for i in range(8)]
         for sid in mine:
