@@ -54,6 +54,8 @@ class IsolationDriver(unittest.TestCase):
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def start(self, cfg):
@@ -87,7 +89,8 @@ class IsolationDriver(unittest.TestCase):
         self.start(base_config())
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not os.path.exists(self.port_file):
-            self.assertIsNone(self.proc.poll(), "host exited: %s" % self.proc.stdout.read())
+            if self.proc.poll() is not None:
+                self.fail("host exited: %s" % self.proc.stdout.read())
             time.sleep(0.05)
         self.assertTrue(os.path.exists(self.port_file), "host did not start serving")
 
