@@ -132,6 +132,10 @@ typedef struct host_driver {
 extern const host_driver *const host_drivers[];
 /* The driver named name, or NULL when this build has none. */
 const host_driver *host_driver_find(const char *name);
+/* The driver of a template's config `isolation`; NULL with err naming the
+ * template and isolation when this build has none. */
+struct config_template;
+const host_driver *host_driver_for(const struct config_template *c, sg_err *err);
 /* Set t->drv for each of the n templates from its config `isolation`, then
  * check() each driver in use. Nonzero with err naming the template and
  * isolation when one has no driver or its driver cannot run here. */
