@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "policy/config.h"
+#include "config/config.h"
 #include "policy/policy.h"
 #include "rpc/rpc.h"
 #include "tenancy/tenancy.h"

@@ -12,7 +12,7 @@
 
 #include "host/driver.h"
 #include "host/core/journal.h"
-#include "policy/config.h"
+#include "config/config.h"
 #include "rpc/rpc.h"
 #include "sandgate/v1/host.pb-c.h"
 

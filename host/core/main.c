@@ -316,7 +316,7 @@ int main(int argc, char **argv)
         sg_log_error("%s", err.msg);
         return 1;
     }
-    if (host_files_start(&err) != 0 || host_reaper_start(&err) != 0) {
+    if (host_files_start(&err) != 0 || host_fwatch_start(&err) != 0 || host_reaper_start(&err) != 0) {
         sg_log_error("%s", err.msg);
         return 1;
     }
@@ -376,6 +376,7 @@ int main(int argc, char **argv)
     host_registry_stop();   /* gateways stop placing here at once */
     kill_all();
     host_reaper_stop();  /* after kill_all: its last signals go out */
+    host_fwatch_stop();   /* watches end UNAVAILABLE */
     host_files_stop();   /* file calls in flight answer; the rest get UNAVAILABLE */
     rpc_metrics_http_stop();
     rpc_server_shutdown(H.srv);
