@@ -1,5 +1,5 @@
 """tests/uid_range.py — the Python side of tests/uid_range.sh: a sandbox uid
-range (uid_base 400000 + i * 5000, i in 0..39) no other test running on this
+range (uid_base 1000000 + i * 5000, i in 0..39) no other test running on this
 machine holds, held by flock(2) on /tmp/sandgate-uid-ranges/<i>.lock until
 the returned file is closed or this process exits. The fd is close-on-exec,
 so no daemon or sandbox this process starts holds it."""
@@ -7,7 +7,7 @@ import fcntl
 import os
 
 DIR = "/tmp/sandgate-uid-ranges"
-FIRST, SIZE, COUNT = 400000, 5000, 40
+FIRST, SIZE, COUNT = 1000000, 5000, 40
 
 
 def acquire():
