@@ -21,9 +21,11 @@
 #                        tests start and stop, whose exit status no test sees)
 #                        is written to build-asan/sanitizer/; any report fails
 #                        the pass, even when its test passed.
-#   fuzz    build-fuzz/  (clang) each libFuzzer target, label fuzz, for
-#                        SANDGATE_FUZZ_SECONDS (default 20) on its committed
-#                        corpus (tests/fuzz/run.sh); prints runs, exec/s, coverage.
+#   fuzz    build-fuzz/  (clang) each libFuzzer target, label fuzz, for its
+#                        seconds (20, or 8 where coverage stops growing within
+#                        5 s: tests/fuzz/CMakeLists.txt; SANDGATE_FUZZ_SECONDS
+#                        overrides all) on its committed corpus
+#                        (tests/fuzz/run.sh); prints runs, exec/s, coverage.
 #
 # The normal and asan passes run SANDGATE_TEST_JOBS tests at a time (ctest -j;
 # default twice the cores: most tests wait on daemons, sandboxes and timers,
