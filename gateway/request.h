@@ -24,6 +24,7 @@ typedef struct gw_req {
     int has_token;              /* the tenant uses end-user tokens and this one verified */
     tenancy_token token;
     int counted_action;         /* holds one of the tenant's concurrent-action slots */
+    struct gw_claim *claim;     /* owned: etcd mode create (claims.c) */
 } gw_req;
 
 /* Decode, authenticate and check user_id; on failure the call is answered
