@@ -252,11 +252,16 @@ class Claims(unittest.TestCase):
         f = S["f"]
         old, h, new = self.lose_host("kill")
         f.host(h)
+        last = []
+
         def lost_answer():
-            c, _, info = status(S["g1"], lambda: S["g1"].call(
-                "GetSandbox", S["g1"].pb.GetSandboxRequest(sandbox_id=old, user_id="u5"), KD))
+            c, d, info = status(S["g1"], lambda: get(S["g1"], old, 5))
+            last[:] = [c, d, info]
             return c == C.NOT_FOUND and info and info.get("reason") == "SANDBOX_LOST"
-        wait(lost_answer, "SANDBOX_LOST from the restarted host", 20)
+        try:
+            wait(lost_answer, "SANDBOX_LOST from the restarted host", 20)
+        except AssertionError:
+            raise AssertionError("last answer: %r" % last)
         self.assertFalse([k for k in f.keys("sandboxes") if old in k])
         self.assertFalse([k for k in f.keys("live") if old in k])
         S["g1"].kill(KD, "u5", new.sandbox_id)
