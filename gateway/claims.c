@@ -182,7 +182,7 @@ gw_host *gw_claim_place(const char *template_name, sg_err *e)
             gw_host_load_get(h, &l) != 0 || !l.lease)
             continue;
         registered++;
-        if (!gw_host_serving(h) || !serves(&l, template_name))
+        if (!gw_host_serving(h) || atomic_load(&h->draining) || !serves(&l, template_name))
             continue;
         uint32_t ready = 0;
         for (size_t k = 0; k < l.n_templates; k++)

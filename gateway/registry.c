@@ -1,5 +1,5 @@
 /* registry.c — registry mode: the gateway's host table follows the entries
- * hosts keep in etcd (host/registry.c) under <prefix>hosts/<name>, instead
+ * hosts keep in etcd (host/core/registry.c) under <prefix>hosts/<name>, instead
  * of a static list. The table is GW_MAX_HOSTS slots made at start and never
  * moved, so every gw_host pointer the rest of the gateway holds stays
  * valid: a host seen for the first time fills a free slot (then `present`
@@ -58,7 +58,7 @@ int gw_host_load_get(const gw_host *h, gw_host_load *out)
 
 struct etcd_client *gw_registry_etcd(void) { return R.etcd; }
 
-/* The string value of "key" in a host's report (which host/registry.c
+/* The string value of "key" in a host's report (which host/core/registry.c
  * writes without escapes); 0 or -1 when absent, escaped or too long. */
 static int json_str(const char *json, size_t len, const char *key, char *out, size_t cap)
 {
@@ -204,6 +204,11 @@ static void host_put(const char *name, const char *json, size_t len)
     pthread_mutex_unlock(&R.load_mu);
     if (!atomic_exchange(&h->registered, 1) && !is_new)
         sg_log_info("registry: host %s registered again", name);
+    /* A report is one line of JSON that host/core/registry.c writes. */
+    int draining = memmem(json, len, "\"draining\":true", 15) != NULL;
+    if (atomic_exchange(&h->draining, draining) != draining)
+        sg_log_info("registry: host %s %s", name,
+                    draining ? "is draining: no new task goes there" : "takes new tasks");
 }
 
 static void host_gone(const char *name)
