@@ -330,6 +330,10 @@ int host_registry_was_ended(const char *id);
  * and gateways place no new task here; the sandboxes here keep running and
  * their tasks keep them. Until the host stops; a no-op without a registry. */
 void host_registry_drain(void);
+/* --drain-file: checked at every report; the host drains once the file has
+ * the line sandgate.io/drain="true" (a downward API annotations file, so
+ * `kubectl annotate pod P sandgate.io/drain=true` drains it). Before start. */
+void host_registry_drain_file(const char *path);
 
 /* service.c */
 int host_service_register(rpc_server *srv, sg_err *err);

@@ -40,10 +40,13 @@ static void usage(void)
             "                     [--runtime-dir DIR] [--state-dir DIR] [--audit-log FILE]\n"
             "                     [--egress-hosts FILE] [--metrics-listen ADDR]\n"
             "                     [--metrics-port-file FILE] [--log-level LEVEL]\n"
-            "                     [--advertise ADDR] [--check-config]\n"
+            "                     [--advertise ADDR] [--drain-file FILE] [--check-config]\n"
             "  --name NAME          overrides the config's name ([a-z0-9]{1,16})\n"
             "  --advertise ADDR     overrides registry.advertise, the host:port gateways\n"
             "                       dial (Kubernetes: the pod IP from the downward API)\n"
+            "  --drain-file FILE    drain (as SIGUSR1 does) once FILE has the line\n"
+            "                       sandgate.io/drain=\"true\" (Kubernetes: the pod's\n"
+            "                       annotations through the downward API)\n"
             "  --check-config       load the config with the overrides, report every\n"
             "                       error, and exit (0 = would start); changes nothing\n"
             "  --audit-log FILE     egress decisions, one JSON line each (appended;\n"
@@ -236,6 +239,7 @@ int main(int argc, char **argv)
                                    {"state-dir", 1, 0, 'S'},   {"metrics-listen", 1, 0, 'm'},
                                    {"metrics-port-file", 1, 0, 'P'}, {"log-level", 1, 0, 'g'},
                                    {"advertise", 1, 0, 'a'},   {"check-config", 0, 0, 'C'},
+                                   {"drain-file", 1, 0, 'D'},
                                    {0, 0, 0, 0}};
     const char *advertise_arg = NULL;
     int o, check_only = 0;
@@ -255,6 +259,7 @@ int main(int argc, char **argv)
         case 'P': metrics_port_file = optarg; break;
         case 'g': log_level = optarg; break;
         case 'a': advertise_arg = optarg; break;
+        case 'D': host_registry_drain_file(optarg); break;
         case 'C': check_only = 1; break;
         default: usage(); return 2;
         }

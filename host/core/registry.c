@@ -25,7 +25,7 @@
  * record no longer exists: no sandbox is reachable twice after a partition
  * heals.
  *
- * A drain (host_registry_drain, SIGUSR1) adds "draining":true to the
+ * A drain (host_registry_drain: SIGUSR1, or the --drain-file line) adds "draining":true to the
  * report, sent at once rather than at the next REPORT_MS: gateways then
  * place no new task here while every sandbox here keeps being served.
  *
@@ -64,6 +64,7 @@ static struct {
     int running, stop;
     int kick;                   /* report now (with mu) */
     atomic_int draining;
+    const char *drain_file;     /* borrowed (argv); NULL = none */
     int64_t lease;              /* 0 = none */
     etcd_keeper *keeper;        /* owned while lease */
     volatile int lost;          /* the keeper said the lease is gone */
@@ -340,8 +341,34 @@ static void reconcile(void)
     free(ids);
 }
 
+#define DRAIN_LINE "sandgate.io/drain=\"true\""
+
+/* Whether the drain file asks for a drain: a whole line DRAIN_LINE. Read
+ * here, on this thread, never on a loop thread; a missing file is no. */
+static int drain_asked(void)
+{
+    FILE *f = R.drain_file ? fopen(R.drain_file, "re") : NULL;
+    if (!f)
+        return 0;
+    char line[4096];
+    int yes = 0;
+    while (!yes && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        yes = strcmp(line, DRAIN_LINE) == 0;
+    }
+    fclose(f);
+    return yes;
+}
+
+void host_registry_drain_file(const char *path) { R.drain_file = path; }
+
 static void tick(int *logged)
 {
+    if (!atomic_load(&R.draining) && drain_asked()) {
+        atomic_store(&R.draining, 1);
+        sg_log_info("draining (%s says so): gateways place no new task here; the sandboxes "
+                    "here keep running", R.drain_file);
+    }
     char value[4096];
     sg_err err = {0};
     int rc = 0;

@@ -28,7 +28,8 @@ over both gateways):
      refused at once after a few seconds (with claims: the running call
      fails HOST_LOST and the task is created again elsewhere), the others
      unaffected; healed -> the task has exactly one sandbox that answers;
-  7. drain a host (SIGUSR1) -> no new task goes there, its sandboxes keep
+  7. drain a host (its drain file, as a pod annotation would; SIGUSR1 is
+     checked at the end of 8) -> no new task goes there, its sandboxes keep
      answering and their tasks' creates return them; restarted, it takes
      new tasks again;
   8. kill -9 a gateway -> the other serves every sandbox, whichever gateway
@@ -173,9 +174,13 @@ class Cluster:
             os.unlink(pf)
         self.procs[node] = p = self.net.spawn(
             node, [os.path.join(build(), "bin", "sandgate-host"), "--config", cfg,
-                   "--port-file", pf], self.log(node),
+                   "--port-file", pf, "--drain-file", self.drain_file(node)], self.log(node),
             env=dict(os.environ, SANDGATE_POOL_SIZE="1"))
         return pf, p
+
+    def drain_file(self, node):
+        """What Kubernetes' downward API makes of the pod's annotations."""
+        return os.path.join(self.tmp, node, "annotations")
 
     def start_gateway(self, node):
         cfg = os.path.join(self.tmp, node + ".yaml")
@@ -537,8 +542,9 @@ class MultiHost(unittest.TestCase):
         self.assertEqual(len(reachable), 1, reachable)
 
     def test_7_drain_a_host_then_restart_it(self):
-        """SIGUSR1: no new task goes to the host; its sandboxes keep running
-        and their tasks keep them."""
+        """Drained (its --drain-file, as a pod annotation would): no new task
+        goes to the host; its sandboxes keep running and their tasks keep
+        them. Restarted (the drain file removed), it takes new tasks."""
         c = S["c"]
         on_h3 = None
         for _ in range(40):
@@ -549,13 +555,16 @@ class MultiHost(unittest.TestCase):
         self.assertIsNotNone(on_h3, "no create landed on h3")
         _, _, err, _, _ = S["api"]["g2"].run(KEY, USER, on_h3, "kept = 7")
         self.assertIsNone(err)
-        c.procs["h3"].send_signal(signal.SIGUSR1)
+        # as the kubelet updates a downward API file: a new file renamed over
+        with open(c.drain_file("h3") + ".new", "w") as f:
+            f.write('kubernetes.io/config.seen="x"\nsandgate.io/drain="true"\n')
+        os.replace(c.drain_file("h3") + ".new", c.drain_file("h3"))
         t = wait(lambda: '"draining":true' in c.etcdctl(
             "get", c.prefix + "hosts/" + c.host_name("h3"), "--print-value-only").stdout,
             "h3's entry to say draining", 5)
         time.sleep(0.3)   # the watch event reaching both gateways
         landed = [c.node_of(create("g1" if i % 2 else "g2")) for i in range(30)]
-        print("h3's entry said draining %.2f s after SIGUSR1; 30 new tasks then: %s" % (
+        print("h3's entry said draining %.2f s after its drain file did; 30 new tasks then: %s" % (
             t, {n: landed.count(n) for n in sorted(set(landed))}))
         self.assertNotIn("h3", landed)
         for g in ("g1", "g2"):
@@ -566,6 +575,7 @@ class MultiHost(unittest.TestCase):
             self.assertEqual(S["api"][g].create(KEY, USER, SANDBOXES[on_h3][1]).sandbox_id, on_h3)
         # the upgrade's last step: stop it, start it, it takes new tasks again
         c.kill("h3", signal.SIGTERM)
+        os.unlink(c.drain_file("h3"))
         pf, p = c.start_host("h3")
         wait_file(pf, p, "host h3 again")
         wait(lambda: "h3" in hosts_of("g1", 6) and "h3" in hosts_of("g2", 6),
@@ -592,6 +602,12 @@ class MultiHost(unittest.TestCase):
             self.assertEqual(code_of(cm.exception), "NOT_FOUND")
         print("g1 killed: g2 served all %d sandboxes (on %s)"
               % (len(mine), sorted({c.node_of(s) for s in mine})))
+        # the other way to drain: SIGUSR1
+        c.procs["h1"].send_signal(signal.SIGUSR1)
+        t = wait(lambda: '"draining":true' in c.etcdctl(
+            "get", c.prefix + "hosts/" + c.host_name("h1"), "--print-value-only").stdout,
+            "h1's entry to say draining after SIGUSR1", 5)
+        print("SIGUSR1: h1's entry said draining %.2f s later" % t)
 
 
 def inner():
