@@ -143,6 +143,15 @@ static int check_config(const char *path, const char *name, const char *advertis
     for (size_t i = 0; i < errs.n; i++)
         sg_log_error("%s", errs.items[i]);
     policy_errors_cleanup(&errs);
+    /* every template's isolation has a driver here (whether it can run on
+     * this machine is for the start to find: it is not this machine) */
+    for (size_t i = 0; rc == 0 && i < c.n_templates; i++) {
+        sg_err derr;
+        if (!host_driver_for(&c.templates[i], &derr)) {
+            sg_log_error("%s: %s", path, derr.msg);
+            rc = -1;
+        }
+    }
     const char *adv = advertise ? advertise : c.registry.advertise ? c.registry.advertise : c.listen;
     if (rc == 0)
         sg_log_info("config %s: ok (host %s, %zu template(s), registry: %s%s)", path,
