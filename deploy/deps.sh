@@ -19,3 +19,12 @@ if [ -n "$(echo "$missing" | tr -d ' ')" ]; then
   # shellcheck disable=SC2086
   apt-get install -y -q --no-install-recommends $missing
 fi
+# The deploy_k8s test's validator (npm kubernetes-models, pinned): prime
+# npm's cache so the test's `npm ci --prefer-offline` needs no registry.
+if command -v npm >/dev/null 2>&1; then
+  t=$(mktemp -d)
+  cp "$here/k8s/check/package.json" "$here/k8s/check/package-lock.json" "$t/"
+  (cd "$t" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+    echo "deps.sh: npm ci for deploy/k8s/check failed (deploy_k8s will retry)" >&2
+  rm -rf "$t"
+fi

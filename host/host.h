@@ -10,7 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "host/journal.h"
+#include "host/driver.h"
+#include "host/core/journal.h"
 #include "policy/config.h"
 #include "rpc/rpc.h"
 #include "sandgate/v1/host.pb-c.h"
@@ -113,7 +114,8 @@ struct host_ctx {
     host_run *run;           /* the run in progress; owned */
     host_run *queue, *queue_tail;  /* waiting runs; owned */
     rpc_call *create_call;   /* owned ref: a CreateContext waiting for the fds */
-    uint32_t join_job;       /* a JOIN at the zygote in flight (context.c); 0 none */
+    /* process driver: a JOIN at the zygote in flight (drivers/process) */
+    uint32_t join_job;       /* its number; 0 none */
     uint32_t join_gen;       /* the generation of the zygote it went to */
     int join_fds[3];         /* owned while join_job: host end, out_r, err_r */
     int restarts;
@@ -138,8 +140,11 @@ struct host_sandbox {
     host_sb_state state;
     int64_t created_ms, expires_ms, last_active_ms;   /* wall clock */
     uint32_t slot;                   /* uid = uid_base + slot */
-    pid_t pid;                       /* host pid of the supervisor (pid 1 inside) */
-    int pidfd;                       /* owned: pidfd of pid, for JOIN; -1 none */
+    const host_driver *drv;          /* borrowed: its template's driver */
+    void *priv;                      /* owned by drv: its per-sandbox state; NULL none */
+    int drv_cleaned;                 /* drv->cleanup_after_empty said done */
+    pid_t pid;                       /* host pid of the supervisor (its PID message) */
+    int pidfd;                       /* owned: pidfd of pid (files, JOIN); -1 none */
     char *ctx_env;                   /* owned, wiped: {"workdir","env"} a joined
                                       * context is activated with (secrets included) */
     host_watch sock;                 /* supervisor channel */
@@ -161,7 +166,7 @@ struct host_sandbox {
     /* warm pool (sandbox.c): a sandbox created ahead of any request */
     int pooled;                      /* 1 while in its template's pool list */
     int pool_ready;                  /* POOLED received: contained, context held */
-    uint32_t zygote_gen;             /* the zygote generation it was forked from */
+    uint32_t gen;                    /* its driver generation (drv->serving_gen) */
     char *activate_json;             /* owned, wiped: ACTIVATE to send once ready */
     host_sandbox *pool_next;         /* template pool chain */
     struct egress_sandbox *egress;   /* owned: its proxy entry when granted egress (egress.c) */
@@ -169,30 +174,12 @@ struct host_sandbox {
 
 typedef struct host_template host_template;
 
-/* One exec of zygote.py: a generation of the template's address-space
- * layout and str hash secret (zygote.c says when one replaces another). */
-typedef struct host_zygote {
-    struct host_zygote *next;        /* the template's retiring list */
-    host_template *t;                /* borrowed: the owner */
-    uint32_t gen;                    /* 1, 2, … per template */
-    pid_t pid;                       /* 0 once reaped */
-    host_watch sock;                 /* channel; fd -1 once closed */
-    int ready;                       /* HELLO seen */
-    uint32_t uses;                   /* sandboxes of this generation given to a request */
-    uint32_t joins;                  /* JOINs sent and not answered */
-    int64_t born_us, first_use_us;   /* monotonic; first_use 0 = none yet */
-    int64_t retire_us;               /* retiring since (0 = not retiring) */
-} host_zygote;
-
 struct host_template {
     config_template *cfg;            /* borrowed from the config */
-    host_zygote *zygote;             /* owned: the serving one; NULL while down */
-    host_zygote *next;               /* owned: warming up to replace it, or NULL */
-    host_zygote *retiring;           /* owned: replaced ones still finishing */
-    uint32_t gens;                   /* the last generation started */
-    int64_t restart_at_us;           /* a dead zygote's (or failed successor's) retry */
-    int64_t warm_us;                 /* how long the last zygote took to say HELLO */
-    int restarts;
+    const host_driver *drv;          /* borrowed: chosen by cfg's isolation (drivers.c) */
+    void *priv;                      /* owned by drv: its per-template state (process:
+                                      * the zygote generations) */
+    int restarts;                    /* times drv restarted the template's machinery */
     host_sandbox *pool;              /* warm pool, oldest first (sandbox.c) */
 };
 
@@ -225,25 +212,13 @@ void host_loop_stop(void);
 int host_watch_add(host_watch *w, int fd, void (*fn)(host_watch *, uint32_t), void *owner);
 void host_watch_close(host_watch *w);
 
-/* zygote.c */
-int host_zygotes_start(sg_err *err);
-void host_zygotes_tick(int64_t now_us);
-void host_zygote_reaped(pid_t pid);   /* loop.c's waitpid saw pid end */
-void host_zygotes_kill(void);         /* shutdown: SIGKILL every zygote */
+/* drivers.c: the core's calls on every driver in use (driver.h) */
 host_template *host_template_find(const char *name);
-/* The serving zygote, if it said HELLO. */
-host_zygote *host_zygote_serving(host_template *t);
-/* The record of a generation, or NULL when it is gone. */
-host_zygote *host_zygote_by_gen(host_template *t, uint32_t gen);
-/* A sandbox of generation gen goes to a request (rotation counts these). */
-void host_zygote_note_use(host_template *t, uint32_t gen);
-/* 1 while the template's pool may still hand out sandboxes of gen. */
-int host_zygote_gen_usable(host_template *t, uint32_t gen);
-/* pooled: a pool sandbox (PROTOCOL.md: POOLED, then ACTIVATE). */
-int host_zygote_create(host_template *t, host_sandbox *sb, const char *spec, const char *env_json,
-                       int pooled, int child_fd, sg_err *err);
-/* A context forked into the running sandbox (JOIN; answered by JOINED). */
-int host_zygote_join(host_template *t, host_ctx *c, sg_err *err);
+void host_drivers_sweep(void);              /* start-up, after the cgroup sweep */
+int host_drivers_start(sg_err *err);        /* H.mu held: template_start of each */
+void host_drivers_tick(int64_t now_us);     /* loop: template_tick of each */
+void host_drivers_reaped(pid_t pid);        /* loop: waitpid reaped pid */
+void host_drivers_stop(void);               /* shutdown, no H.mu: template_stop of each */
 
 /* sandbox.c — also the pieces pool.c builds on */
 void host_limits_default(Sandgate__V1__Limits *l);
@@ -253,7 +228,6 @@ void host_sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest
 char *host_sandbox_env(const Sandgate__V1__HostCreateRequest *req);   /* JSON; wipe after use */
 int host_sandbox_launch(host_sandbox *sb, host_template *t, const char *env, int pooled, sg_err *err);
 void host_sandbox_keep_env(host_sandbox *sb, const char *env_json);
-char *host_sandbox_join_spec(host_sandbox *sb, const host_template *t, sg_err *err);
 void host_sandbox_fail_create(host_sandbox *sb, int code, const char *msg);
 
 /* pool.c */
@@ -324,7 +298,7 @@ void host_action_output(host_action *a, const host_sandbox *sb, int exec, int is
 /* Redact a whole buffer (results, errors). Returns malloc'd bytes. */
 uint8_t *host_redact_all(const host_sandbox *sb, const uint8_t *data, size_t len, size_t *out_len);
 
-/* files.c, file_jobs.c: host/files.h */
+/* files.c, file_jobs.c: host/core/files.h */
 
 /* egress.c: the host's egress proxy and each granted sandbox's entry */
 int host_egress_start(const char *hosts_file, const char *audit_log, sg_err *err);

@@ -1,0 +1,121 @@
+/* drivers.c — the registration point of the isolation drivers (driver.h)
+ * and the core's dispatch to them: which driver each template gets, and
+ * the start-up, tick, reaping and shutdown calls made on every driver in
+ * use. Adding a driver is its file plus one line in host_drivers[]. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "host/driver.h"
+#include "host/host.h"
+
+extern const host_driver host_driver_process;   /* host/drivers/process/ */
+
+const host_driver *const host_drivers[] = {
+    &host_driver_process,
+    NULL,
+};
+
+const host_driver *host_driver_find(const char *name)
+{
+    for (size_t i = 0; host_drivers[i]; i++)
+        if (strcmp(host_drivers[i]->name, name) == 0)
+            return host_drivers[i];
+    return NULL;
+}
+
+/* The template's `isolation`; unset means "process". */
+static const char *isolation_of(const config_template *c)
+{
+    (void)c;
+    return "process";
+}
+
+static void compiled(char *out, size_t n)
+{
+    size_t k = 0;
+    out[0] = 0;
+    for (size_t i = 0; host_drivers[i] && k < n; i++)
+        k += (size_t)snprintf(out + k, n - k, "%s%s", i ? ", " : "", host_drivers[i]->name);
+}
+
+/* Each driver once, in host_drivers[] order, if a template uses it. */
+static int in_use(const host_driver *d)
+{
+    for (size_t i = 0; i < H.n_templates; i++)
+        if (H.templates[i].drv == d)
+            return 1;
+    return 0;
+}
+
+int host_drivers_bind(host_template *templates, size_t n, sg_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *iso = isolation_of(templates[i].cfg);
+        templates[i].drv = host_driver_find(iso);
+        if (!templates[i].drv) {
+            char have[256];
+            compiled(have, sizeof have);
+            return sg_err_set(err, SG_EINVAL, "template %s: isolation \"%s\" has no driver in "
+                              "this sandgate-host (it has: %s); refusing to start",
+                              templates[i].cfg->name, iso, have);
+        }
+    }
+    for (size_t k = 0; host_drivers[k]; k++) {
+        const host_driver *d = host_drivers[k];
+        int used = 0;
+        for (size_t i = 0; i < n; i++)
+            used |= templates[i].drv == d;
+        if (used && d->check && d->check(err) != 0) {
+            char why[SG_ERR_MSG_MAX];
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
+            return sg_err_set(err, SG_EINVAL, "isolation \"%s\" cannot run on this host: %s; "
+                              "refusing to start", d->name, why);
+        }
+    }
+    return 0;
+}
+
+host_template *host_template_find(const char *name)
+{
+    for (size_t i = 0; i < H.n_templates; i++)
+        if (strcmp(H.templates[i].cfg->name, name) == 0)
+            return &H.templates[i];
+    return NULL;
+}
+
+void host_drivers_sweep(void)
+{
+    for (size_t k = 0; host_drivers[k]; k++)
+        if (host_drivers[k]->sweep_on_start && in_use(host_drivers[k]))
+            host_drivers[k]->sweep_on_start();
+}
+
+int host_drivers_start(sg_err *err)
+{
+    for (size_t i = 0; i < H.n_templates; i++) {
+        host_template *t = &H.templates[i];
+        if (t->drv->template_start(t, err) != 0)
+            return err && err->code ? err->code : SG_EINTERNAL;
+    }
+    return 0;
+}
+
+void host_drivers_tick(int64_t now_us)
+{
+    for (size_t i = 0; i < H.n_templates; i++)
+        H.templates[i].drv->template_tick(&H.templates[i], now_us);
+}
+
+void host_drivers_reaped(pid_t pid)
+{
+    for (size_t k = 0; host_drivers[k]; k++)
+        if (host_drivers[k]->reaped && in_use(host_drivers[k]))
+            host_drivers[k]->reaped(pid);
+}
+
+void host_drivers_stop(void)
+{
+    for (size_t i = 0; i < H.n_templates; i++)
+        H.templates[i].drv->template_stop(&H.templates[i]);
+}

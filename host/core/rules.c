@@ -1,0 +1,117 @@
+/* rules.c — the host's field rules for every sandgate.v1.Host request
+ * (host.proto's own and the public ones it reuses) and the shape check of
+ * a create. The walk is rpc/validate.c; the gateway's table
+ * (gateway/rules.c) holds the same ids and lengths for the public API. */
+#include <string.h>
+
+#include "host/core/rules.h"
+#include "policy/policy.h"
+
+#define ID_MAX 127          /* TENANCY_NAME_MAX - 1 */
+#define SANDBOX_ID_MAX 79   /* HOST_ID_MAX - 1 */
+#define NO_LIMIT UINT32_MAX
+
+#define SANDBOX_ID {"sandbox_id", RPC_CS_SANDBOX_ID, SANDBOX_ID_MAX}
+#define USER_ID {"user_id", RPC_CS_ID, ID_MAX}
+
+static const rpc_field_rule create_fields[] = {
+    {"request.template", RPC_CS_ID, ID_MAX},
+    {"request.user_id", RPC_CS_ID, ID_MAX},
+    {"request.task_id", RPC_CS_ID, ID_MAX},
+    {"request.env.key", RPC_CS_ENV_NAME, 128},
+    {"request.env.value", RPC_CS_TEXT, POLICY_ENV_VAR_MAX - 1},
+    {"request.egress.host", RPC_CS_ID, 253},
+    {"request.secrets", RPC_CS_ID, ID_MAX},
+    {"request.user_token", RPC_CS_ID, 1023},
+    {"owner.tenant_id", RPC_CS_ID, ID_MAX},
+    {"owner.user_id", RPC_CS_ID, ID_MAX},
+    {"owner.task_id", RPC_CS_ID, ID_MAX},
+    {"egress.id", RPC_CS_TEXT, 255},
+    {"egress.host", RPC_CS_ID, 253},
+    {"egress.cidr", RPC_CS_ID, 64},
+    {"secrets.name", RPC_CS_ID, ID_MAX},
+    {"secrets.env", RPC_CS_ENV_NAME, 128},
+    SANDBOX_ID,
+    {"dedupe_key", RPC_CS_TEXT, 399},   /* ids joined by U+001F (tenancy_dedupe_key) */
+};
+static const rpc_field_rule ref_fields[] = {SANDBOX_ID};
+static const rpc_field_rule list_fields[] = {{"tenant_id", RPC_CS_ID, ID_MAX}, USER_ID};
+static const rpc_field_rule context_fields[] = {SANDBOX_ID, USER_ID,
+                                                {"language", RPC_CS_ID, 32}};
+static const rpc_field_rule run_fields[] = {SANDBOX_ID, USER_ID,
+                                            {"context_id", RPC_CS_ID, ID_MAX},
+                                            {"code", RPC_CS_TEXT, NO_LIMIT}};
+static const rpc_field_rule exec_fields[] = {SANDBOX_ID, USER_ID,
+                                             {"command", RPC_CS_TEXT, NO_LIMIT}};
+static const rpc_field_rule file_fields[] = {SANDBOX_ID, USER_ID, {"path", RPC_CS_TEXT, 4095}};
+
+#define N(a) (sizeof a / sizeof a[0])
+static const rpc_rules table[] = {
+    {&sandgate__v1__host_create_request__descriptor, create_fields, N(create_fields), 4096},
+    {&sandgate__v1__host_sandbox_ref__descriptor, ref_fields, N(ref_fields), 4096},
+    {&sandgate__v1__host_list_request__descriptor, list_fields, N(list_fields), 4096},
+    {&sandgate__v1__host_extend_request__descriptor, ref_fields, N(ref_fields), 4096},
+    {&sandgate__v1__create_context_request__descriptor, context_fields, N(context_fields), 4096},
+    {&sandgate__v1__run_code_request__descriptor, run_fields, N(run_fields), 4096},
+    {&sandgate__v1__exec_request__descriptor, exec_fields, N(exec_fields), 4096},
+    {&sandgate__v1__write_file_request__descriptor, file_fields, N(file_fields), 4096},
+    {&sandgate__v1__read_file_request__descriptor, file_fields, N(file_fields), 4096},
+};
+
+const rpc_rules *host_rules_for(const ProtobufCMessageDescriptor *d)
+{
+    return rpc_rules_find(table, N(table), d);
+}
+
+ProtobufCMessage *host_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf,
+                              size_t len, sg_err *err)
+{
+    const rpc_rules *r = host_rules_for(d);
+    if (!r) {
+        sg_err_set(err, SG_EINTERNAL, "no field rules for %s", d->name);
+        return NULL;
+    }
+    return rpc_unpack_valid(r, buf, len, err);
+}
+
+/* Bytes s takes as a JSON string (host_sandbox_env's escaping). */
+static size_t json_len(const uint8_t *s, size_t n)
+{
+    size_t k = 2;
+    for (size_t i = 0; i < n; i++)
+        k += s[i] == '"' || s[i] == '\\' ? 2 : s[i] < 0x20 ? 6 : 1;
+    return k;
+}
+
+int host_check_create(const Sandgate__V1__HostCreateRequest *req, sg_err *err)
+{
+    const Sandgate__V1__CreateSandboxRequest *r = req->request;
+    if (!r || !req->owner)
+        return sg_err_set(err, SG_EINVAL, "create: request and owner are required");
+    if (r->n_env > POLICY_ENV_ENTRIES_MAX)
+        return sg_err_set(err, SG_EINVAL, "env: %zu variables; the limit is %u", r->n_env,
+                          POLICY_ENV_ENTRIES_MAX);
+    size_t raw = 0, enc = 512;   /* the base variables and proxy settings */
+    for (size_t i = 0; i < r->n_env; i++) {
+        size_t kl = strlen(r->env[i]->key), vl = strlen(r->env[i]->value);
+        if (kl + vl > POLICY_ENV_VAR_MAX)   /* the key passed its charset: safe to show */
+            return sg_err_set(err, SG_EINVAL, "request.env[\"%.128s\"]: name and value are %zu "
+                              "bytes; the limit for one variable is %u", r->env[i]->key, kl + vl,
+                              POLICY_ENV_VAR_MAX);
+        raw += kl + vl;
+        enc += json_len((const uint8_t *)r->env[i]->key, kl) +
+               json_len((const uint8_t *)r->env[i]->value, vl) + 2;
+    }
+    if (raw > POLICY_ENV_BYTES_MAX)
+        return sg_err_set(err, SG_EINVAL, "env: %zu bytes (names and values); the limit is %u",
+                          raw, POLICY_ENV_BYTES_MAX);
+    for (size_t i = 0; i < req->n_secrets; i++)
+        enc += json_len((const uint8_t *)req->secrets[i]->env, strlen(req->secrets[i]->env)) +
+               json_len(req->secrets[i]->value.data, req->secrets[i]->value.len) + 2;
+    if (enc > HOST_ENV_JSON_MAX)
+        return sg_err_set(err, SG_EINVAL,
+                          "env: %zu bytes once encoded with the granted secrets; the limit is %u "
+                          "(fewer control characters, quotes or backslashes encode smaller)",
+                          enc, HOST_ENV_JSON_MAX);
+    return 0;
+}
