@@ -100,16 +100,6 @@ static int load_config(const char *path, const char *name, const char *runtime_d
         snprintf(gr, sizeof gr, "%s/runsc", H.cfg.runtime_dir);
         H.cfg.gvisor.root = strdup(gr);
     }
-    /* Fail closed: a template configured for gvisor must never be served by
-     * the process driver. Until the gvisor driver is built in, such a
-     * config does not start. */
-    for (size_t i = 0; i < H.cfg.n_templates; i++)
-        if (H.cfg.templates[i].isolation != SG_ISOLATION_PROCESS) {
-            sg_log_error("%s: template '%s': isolation %s is not available in this build "
-                         "(only the process driver is); refusing to start", path,
-                         H.cfg.templates[i].name, sg_isolation_name(H.cfg.templates[i].isolation));
-            return -1;
-        }
     H.n_templates = H.cfg.n_templates;
     H.templates = calloc(H.n_templates, sizeof *H.templates);
     for (size_t i = 0; i < H.n_templates; i++)
