@@ -213,9 +213,9 @@ class AgentCases:
         self.assertEqual(len(fo.data()), before)
         # Reading again lets it go on.
         self.shim.hold(flood.out, False)
+        self.shim.hold(flood.sock, False)
         self.shim.wait(lambda: len(fo.data()) > before + am.WINDOW, 30, "more flood")
         flood.kill()
-        self.shim.hold(flood.sock, False)
         self.shim.wait_op("ctxexit", id="flood")
         other.kill()
         self.shim.wait_op("ctxexit", id="calm")
