@@ -24,6 +24,7 @@ typedef struct gw_req {
     int has_token;              /* the tenant uses end-user tokens and this one verified */
     tenancy_token token;
     int counted_action;         /* holds one of the tenant's concurrent-action slots */
+    struct gw_claim *claim;     /* owned: etcd mode create (claims.c) */
     void *user;                 /* the handler's own state (files.c's upload) */
     void (*user_free)(void *);  /* optional: frees user with r */
 } gw_req;
@@ -60,6 +61,10 @@ int gw_req_count_action(gw_req *r);
 typedef void (*gw_list_done)(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n,
                              int failed);
 void gw_list_all(gw_req *r, const char *user, gw_list_done done);
+/* The same with the filter, cursor and limit of q (its tenant and user
+ * are ignored; borrowed until the legs are sent). */
+void gw_list_all_q(gw_req *r, const char *user, const Sandgate__V1__HostListRequest *q,
+                   gw_list_done done);
 
 /* counts.c — each host's last answer to the quota count, per tenant, for
  * when it cannot answer now. get returns a copy (free_unpacked) or NULL. */

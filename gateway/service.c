@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "gateway/claims.h"
 #include "gateway/request.h"
 #include "gateway/rules.h"
 #include "policy/query.h"
@@ -36,9 +37,15 @@ static grpc_byte_buffer *to_public_sandbox(void *arg, grpc_byte_buffer *bb)
         tenancy_owner_put(hs->sandbox->sandbox_id, hs->owner->tenant_id, hs->owner->user_id,
                           hs->owner->task_id);
     gw_req *r = arg;
-    if (hs->owner && !hs->reused && r->host)
+    if (hs->owner && !hs->reused && r->host && !r->claim)
         gw_counts_add((size_t)(r->host - G.hosts), r->id.tenant, hs->owner);
+    /* etcd mode: the task's last sandbox went with its host */
+    char *keep = hs->sandbox->lost_sandbox_id;
+    const char *lost = r->claim ? gw_claim_lost(r->claim) : "";
+    if (lost[0] && strcmp(lost, hs->sandbox->sandbox_id) != 0)
+        hs->sandbox->lost_sandbox_id = (char *)lost;
     grpc_byte_buffer *out = rpc_pack(&hs->sandbox->base);
+    hs->sandbox->lost_sandbox_id = keep;   /* borrowed: not for free_unpacked */
     protobuf_c_message_free_unpacked(&hs->base, NULL);
     return out;
 }
@@ -63,6 +70,8 @@ typedef struct create_parts {
     Sandgate__V1__Secret secrets[MAX_SECRETS], *secret_ptrs[MAX_SECRETS];
     char values[MAX_SECRETS][SECRET_MAX];
     char id[96], dedupe[400];
+    policy_limits lim;          /* the limits decided for this create */
+    gw_host *host;              /* etcd mode: the host placed on, before the claim */
 } create_parts;
 
 static void wipe_parts(create_parts *p)
@@ -216,6 +225,31 @@ static gw_host *create_host(gw_req *r, int holder, const char *dedupe, const int
     return h;
 }
 
+/* The host request's owner, limits and ids, once p->id is chosen. */
+static void fill_host_request(gw_req *r, Sandgate__V1__CreateSandboxRequest *req, create_parts *p,
+                              const policy_limits *limp)
+{
+    policy_limits lim = *limp;
+    sandgate__v1__owner__init(&p->owner);
+    p->owner.tenant_id = r->id.tenant;
+    p->owner.user_id = r->id.user;
+    p->owner.task_id = req->task_id;
+    sandgate__v1__limits__init(&p->limits);
+    p->limits.memory_bytes = lim.memory_bytes;
+    p->limits.cpu_millis = lim.cpu_millis;
+    p->limits.pids = lim.pids;
+    p->limits.disk_bytes = lim.disk_bytes;
+    p->limits.idle_timeout_seconds = lim.idle_timeout_s;
+    p->limits.max_file_bytes = lim.file_bytes;
+    req->ttl_seconds = lim.ttl_s;
+    p->hreq.request = req;
+    p->hreq.owner = &p->owner;
+    p->hreq.limits = &p->limits;
+    p->hreq.sandbox_id = p->id;
+    p->hreq.dedupe_key = p->dedupe;
+    p->hreq.egress_byte_cap = lim.egress_bytes;
+}
+
 /* While a host is down every create would say so: once a second is enough. */
 static _Atomic int64_t count_log_at;
 
@@ -290,23 +324,7 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
         wipe_parts(p);
         return;
     }
-    sandgate__v1__owner__init(&p->owner);
-    p->owner.tenant_id = r->id.tenant;
-    p->owner.user_id = r->id.user;
-    p->owner.task_id = req->task_id;
-    sandgate__v1__limits__init(&p->limits);
-    p->limits.memory_bytes = lim.memory_bytes;
-    p->limits.cpu_millis = lim.cpu_millis;
-    p->limits.pids = lim.pids;
-    p->limits.disk_bytes = lim.disk_bytes;
-    p->limits.idle_timeout_seconds = lim.idle_timeout_s;
-    p->limits.max_file_bytes = lim.file_bytes;
-    req->ttl_seconds = lim.ttl_s;
-    p->hreq.request = req;
-    p->hreq.owner = &p->owner;
-    p->hreq.limits = &p->limits;
-    p->hreq.sandbox_id = p->id;
-    p->hreq.dedupe_key = p->dedupe;
+    fill_host_request(r, req, p, &lim);
     size_t hi = (size_t)(r->host - G.hosts);
     policy_limits tl;
     if (policy_tenant_limits(r->pol, r->id.tenant, &tl) == 0) {
@@ -318,6 +336,133 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
     p->hreq.egress_byte_cap = lim.egress_bytes;
     gw_req_forward(r, "/sandgate.v1.Host/CreateSandbox", &p->hreq.base, to_public_sandbox, 60);
     wipe_parts(p);
+}
+
+/* ---- CreateSandbox, etcd mode (claims.c): the task is claimed in etcd
+ * before the host is asked, so every replica agrees on its one sandbox and
+ * the live-sandbox quotas are exact; the host's own quota check is off
+ * (the claim already counted), its dedupe still joins racing creates. */
+
+static void etcd_counted(gw_req *r);
+
+static void on_etcd_create_done(void *arg, grpc_status_code code)
+{
+    gw_req *r = arg;
+    if (code != GRPC_STATUS_OK)
+        gw_claim_rollback(r);   /* a no-op unless this create made the claim */
+    gw_req_free(r);
+}
+
+static void etcd_forward(gw_req *r, create_parts *p)
+{
+    Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    fill_host_request(r, req, p, &p->lim);
+    gw_fwd_opts o = {.rewrite = to_public_sandbox, .on_done = on_etcd_create_done, .arg = r,
+                     .timeout_s = 60, .sandbox_id = NULL};
+    gw_forward(r->in, r->host, "/sandgate.v1.Host/CreateSandbox", &p->hreq.base, &o);
+    wipe_parts(p);
+}
+
+/* Someone holds the task's claim: send this create to its host, with its
+ * id and dedupe key; the host answers with that sandbox (waiting for it to
+ * be ready if it is still starting, or starting it if this create got
+ * there first). */
+static void etcd_join(gw_req *r, create_parts *p, const char *id)
+{
+    const Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    char host[64];
+    gw_host *h = tenancy_sandbox_host(id, host, sizeof host) == 0 ? gw_host_by_name(host) : NULL;
+    if (!h || !atomic_load(&h->registered) || !gw_host_serving(h)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "the live sandbox of task %s is on a sandbox host that is not "
+                 "serving; retry later", req->task_id);
+        rpc_call_fail_info(r->in, GRPC_STATUS_UNAVAILABLE, msg, "HOST_UNAVAILABLE", NULL, 0);
+        gw_req_free(r);
+        wipe_parts(p);
+        return;
+    }
+    r->host = h;
+    snprintf(p->id, sizeof p->id, "%s", id);
+    etcd_forward(r, p);
+}
+
+static void on_etcd_committed(gw_req *r, int rc, void *arg)
+{
+    create_parts *p = arg;
+    if (rc < 0) {            /* answered; claims.c frees r */
+        wipe_parts(p);
+        return;
+    }
+    if (rc == 0) {
+        r->host = p->host;
+        etcd_forward(r, p);
+    } else if (rc == 1) {
+        etcd_join(r, p, gw_claim_existing(r->claim));
+    } else {
+        /* the counts moved under us: read and decide again */
+        char dedupe[400];
+        snprintf(dedupe, sizeof dedupe, "%s", p->dedupe);
+        wipe_parts(p);
+        gw_claim_read(r, dedupe, etcd_counted);
+    }
+}
+
+static void etcd_counted(gw_req *r)
+{
+    Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    sg_err e;
+    uint32_t live_tenant, live_user;
+    gw_claim_counts(r->claim, &live_tenant, &live_user);
+    policy_scope scope = POLICY_SCOPE_PER_TASK;
+    if (decide_create(r, req, live_tenant, live_user, &scope) != 0) {
+        gw_req_free(r);
+        return;
+    }
+    create_parts *p = calloc(1, sizeof *p);
+    policy_limits asked = {.ttl_s = req->ttl_seconds};
+    policy_decision d;
+    policy_decide_limits(r->pol, r->id.tenant, &asked, &p->lim, &d);
+    sandgate__v1__host_create_request__init(&p->hreq);
+    if (add_secrets(r, req, p) != 0) {
+        wipe_parts(p);
+        return;
+    }
+    add_egress(r, req, p);
+    p->hreq.egress_byte_cap = p->lim.egress_bytes;
+    tenancy_dedupe_key(scope, r->id.tenant, r->id.user, req->task_id, p->dedupe, sizeof p->dedupe);
+    const char *existing = gw_claim_existing(r->claim);
+    if (existing) {
+        etcd_join(r, p, existing);
+        return;
+    }
+    p->host = gw_claim_place(req->template_, &e);
+    if (!p->host) {
+        rpc_call_fail_info(r->in, GRPC_STATUS_UNAVAILABLE, e.msg, "HOST_UNAVAILABLE", NULL, 0);
+        gw_req_free(r);
+        wipe_parts(p);
+        return;
+    }
+    if (tenancy_new_sandbox_id(p->host->name, p->id, sizeof p->id, &e) != 0) {
+        gw_req_fail(r, &e);
+        wipe_parts(p);
+        return;
+    }
+    policy_limits tl = {0};
+    policy_tenant_limits(r->pol, r->id.tenant, &tl);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t expires = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)p->lim.ttl_s * 1000;
+    gw_claim_commit(r, p->host, p->id, req->template_, expires, tl.max_sandboxes_tenant,
+                    tl.max_sandboxes_user, on_etcd_committed, p);
+}
+
+static void create_etcd(gw_req *r)
+{
+    const Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    char dedupe[400];
+    tenancy_dedupe_key(policy_tenant_scope(r->pol, r->id.tenant), r->id.tenant, r->id.user,
+                       req->task_id, dedupe, sizeof dedupe);
+    gw_claim_read(r, dedupe, etcd_counted);
 }
 
 static void on_create(rpc_call *c, void *data)
@@ -334,7 +479,8 @@ static void on_create(rpc_call *c, void *data)
     }
     policy_limits lim;
     if (policy_tenant_limits(r->pol, r->id.tenant, &lim) == 0 &&
-        gw_check_env(req, lim.env_bytes, lim.env_entries, &e) != 0) {
+        (gw_check_env(req, lim.env_bytes, lim.env_entries, &e) != 0 ||
+         gw_check_metadata(req, lim.metadata_bytes, lim.metadata_entries, &e) != 0)) {
         gw_req_fail(r, &e);
         return;
     }
@@ -343,7 +489,10 @@ static void on_create(rpc_call *c, void *data)
         gw_req_fail(r, &e);
         return;
     }
-    gw_list_all(r, NULL, create_counted);
+    if (G.cfg.registry.n_endpoints)
+        create_etcd(r);
+    else
+        gw_list_all(r, NULL, create_counted);
 }
 
 /* ---- Get / Kill / Extend ---- */
@@ -405,9 +554,77 @@ static void on_extend(rpc_call *c, void *data)
 /* ---- List: every serving host, the caller's own sandboxes only; hosts
  * that could not be asked are named in unreachable_hosts ---- */
 
+#define LIST_PAGE_DEFAULT 100
+#define LIST_PAGE_MAX 1000
+#define LIST_FILTER_MAX 16
+#define TOKEN_PREFIX "sgp1."
+
+/* page_token: TOKEN_PREFIX + the page's last sandbox id, base64url. The id
+ * is only a cursor (ids are ordered, the next page is the ids after it),
+ * so a token grants nothing: a forged one lists the caller's own sandboxes
+ * from some point on. */
+static void token_make(const char *id, char *out, size_t cap)
+{
+    static const char b64[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t n = strlen(id), o = snprintf(out, cap, "%s", TOKEN_PREFIX);
+    const uint8_t *s = (const uint8_t *)id;
+    for (size_t i = 0; i < n && o + 5 < cap; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) |
+                     (i + 2 < n ? s[i + 2] : 0);
+        out[o++] = b64[v >> 18 & 63];
+        out[o++] = b64[v >> 12 & 63];
+        if (i + 1 < n)
+            out[o++] = b64[v >> 6 & 63];
+        if (i + 2 < n)
+            out[o++] = b64[v & 63];
+    }
+    out[o] = 0;
+}
+
+static int b64val(char c)
+{
+    return c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+         : c >= '0' && c <= '9' ? c - '0' + 52 : c == '-' ? 62 : c == '_' ? 63 : -1;
+}
+
+/* 0 and the cursor id, or -1: not a token this gateway issued. */
+static int token_parse(const char *tok, char *id, size_t cap)
+{
+    size_t pl = sizeof TOKEN_PREFIX - 1, n = strlen(tok), o = 0;
+    if (strncmp(tok, TOKEN_PREFIX, pl) != 0 || n == pl || (n - pl) % 4 == 1)
+        return -1;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = pl; i < n; i++) {
+        int v = b64val(tok[i]);
+        if (v < 0)
+            return -1;
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o + 1 >= cap)
+                return -1;
+            id[o++] = (char)(acc >> bits & 0xff);
+        }
+    }
+    id[o] = 0;
+    return rpc_charset_ok(RPC_CS_SANDBOX_ID, (const uint8_t *)id, o) ? 0 : -1;
+}
+
+static int cmp_sandbox(const void *a, const void *b)
+{
+    return strcmp((*(Sandgate__V1__Sandbox *const *)a)->sandbox_id,
+                  (*(Sandgate__V1__Sandbox *const *)b)->sandbox_id);
+}
+
 static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
                        int failed)
 {
+    const Sandgate__V1__ListSandboxesRequest *lreq = (const void *)r->msg;
+    uint32_t page = lreq->page_size ? lreq->page_size : LIST_PAGE_DEFAULT;
+    int more = 0;
     size_t total = 0;
     for (size_t i = 0; i < n_parts; i++)
         if (parts[i])
@@ -421,7 +638,17 @@ static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t
             if (hs->sandbox && hs->owner && strcmp(hs->owner->tenant_id, r->id.tenant) == 0 &&
                 strcmp(hs->owner->user_id, r->id.user) == 0)
                 items[n++] = hs->sandbox;
+            more |= parts[i]->more;
         }
+    /* Merge the hosts' pages: by id, the first page_size of them. */
+    qsort(items, n, sizeof *items, cmp_sandbox);
+    if (n > page) {
+        n = page;
+        more = 1;
+    }
+    char next[256] = "";
+    if (more && n > 0)
+        token_make(items[n - 1]->sandbox_id, next, sizeof next);
     /* A host that is down is named, so the caller knows the answer is partial. */
     char *unreachable[GW_MAX_HOSTS];
     size_t n_unreachable = 0, n_present = 0;
@@ -438,6 +665,7 @@ static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t
     out.sandboxes = items;
     out.n_unreachable_hosts = n_unreachable;
     out.unreachable_hosts = unreachable;
+    out.next_page_token = next;
     if (n_present > 0 && n_unreachable == n_present)
         gw_fail_host_unavailable(r->in);
     else
@@ -449,8 +677,32 @@ static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t
 static void on_list(rpc_call *c, void *data)
 {
     gw_req *r = gw_req_begin(c, &sandgate__v1__list_sandboxes_request__descriptor, "list");
-    if (r)
-        gw_list_all(r, r->id.user, list_reply);
+    if (!r)
+        return;
+    const Sandgate__V1__ListSandboxesRequest *req = (const void *)r->msg;
+    sg_err e;
+    char after[96] = "";
+    if (req->page_size > LIST_PAGE_MAX)
+        sg_err_set(&e, SG_EINVAL, "page_size: %u; at most %u", req->page_size, LIST_PAGE_MAX);
+    else if (req->n_metadata > LIST_FILTER_MAX)
+        sg_err_set(&e, SG_EINVAL, "metadata: %zu labels to match; at most %u", req->n_metadata,
+                   LIST_FILTER_MAX);
+    else if (req->page_token[0] && token_parse(req->page_token, after, sizeof after) != 0)
+        sg_err_set(&e, SG_EINVAL, "page_token: not a token this API issued");
+    else
+        e.code = 0;
+    if (e.code) {
+        gw_req_fail(r, &e);
+        return;
+    }
+    /* One more than a page from each host: whether there is a next page. */
+    Sandgate__V1__HostListRequest q;
+    sandgate__v1__host_list_request__init(&q);
+    q.n_metadata = req->n_metadata;
+    q.metadata = (Sandgate__V1__HostListRequest__MetadataEntry **)req->metadata;
+    q.after_id = after;
+    q.limit = (req->page_size ? req->page_size : LIST_PAGE_DEFAULT) + 1;
+    gw_list_all_q(r, r->id.user, &q, list_reply);
 }
 
 int gw_service_register(rpc_server *srv, sg_err *err)

@@ -137,6 +137,10 @@ struct host_sandbox {
     host_sandbox *next;              /* table chain */
     char id[HOST_ID_MAX];
     char tenant[128], user[128], task[128], template_name[64], dedupe[400];
+    /* labels from CreateSandbox, sorted by key; the entries, their strings
+     * and the pointer array are owned (host_sandbox_assign, freed with sb) */
+    Sandgate__V1__Sandbox__MetadataEntry *meta, **meta_ptrs;
+    size_t n_meta;
     host_sb_state state;
     int64_t created_ms, expires_ms, last_active_ms;   /* wall clock */
     uint32_t slot;                   /* uid = uid_base + slot */
@@ -246,6 +250,8 @@ int host_pool_log(void);
 host_sandbox *host_sandbox_find(const char *id);
 int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err);
 void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to);
+/* The value of sb's label key, or NULL. */
+const char *host_sandbox_label(const host_sandbox *sb, const char *key);
 void host_sandbox_fill(const host_sandbox *sb, Sandgate__V1__HostSandbox *out,
                        Sandgate__V1__Sandbox *sbuf, Sandgate__V1__Owner *obuf);
 void host_sandboxes_tick(int64_t now_us);
@@ -319,6 +325,13 @@ void host_metrics_egress(const char *kind, int allow, const char *rule, uint64_t
 /* registry.c — the host's entry in etcd (config registry:; a no-op without) */
 int host_registry_start(const char *advertise_default, sg_err *err);
 void host_registry_stop(void);
+/* A sandbox someone owned ended in this life (not an orderly stop): release
+ * its task claim, record and quota key in etcd (queued; H.mu may be held). */
+void host_registry_ended(const char *id, const char *tenant, const char *user,
+                         const char *dedupe);
+/* id ended in this life recently (its claim may not be released yet): a
+ * create that names it is a stale claim, not a race. */
+int host_registry_was_ended(const char *id);
 /* Drain (SIGUSR1): the entry says "draining" from now on, reported at once,
  * and gateways place no new task here; the sandboxes here keep running and
  * their tasks keep them. Until the host stops; a no-op without a registry. */

@@ -24,11 +24,10 @@ const host_driver *host_driver_find(const char *name)
     return NULL;
 }
 
-/* The template's `isolation`; unset means "process". */
+/* The template's `isolation` (config.c defaults it to process). */
 static const char *isolation_of(const config_template *c)
 {
-    (void)c;
-    return "process";
+    return c->isolation == SG_ISOLATION_UNSET ? "process" : sg_isolation_name(c->isolation);
 }
 
 static void compiled(char *out, size_t n)

@@ -98,6 +98,11 @@ static int load_config(const char *path, const char *name, const char *runtime_d
         snprintf(sd, sizeof sd, "%s/state", H.cfg.runtime_dir);
         H.cfg.state_dir = strdup(sd);
     }
+    if (!H.cfg.gvisor.root) {
+        char gr[600];
+        snprintf(gr, sizeof gr, "%s/runsc", H.cfg.runtime_dir);
+        H.cfg.gvisor.root = strdup(gr);
+    }
     H.n_templates = H.cfg.n_templates;
     H.templates = calloc(H.n_templates, sizeof *H.templates);
     for (size_t i = 0; i < H.n_templates; i++)

@@ -144,6 +144,7 @@ class Cluster:
         # (tests/uid_range.py; released when this process exits)
         self._uid_next, self._uid_lock = uid_range.acquire()
         self._uid_end = self._uid_next + uid_range.SIZE
+        self.max_sandboxes = 64   # per host (its config's max_sandboxes)
 
     def host(self, label, restart=None):
         """Start a host named label + a random suffix (sandbox ids and cgroups
@@ -161,7 +162,7 @@ class Cluster:
             y = f.read()
         y = re.sub(r"(?m)^runtime_dir:.*$", "runtime_dir: %s/rt" % d, y)
         y = re.sub(r"(?m)^uid_base:.*$", "uid_base: %d" % self._uid_next, y)
-        y = re.sub(r"(?m)^max_sandboxes:.*$", "max_sandboxes: 64", y)
+        y = re.sub(r"(?m)^max_sandboxes:.*$", "max_sandboxes: %d" % self.max_sandboxes, y)
         y = re.sub(r"(?m)^(\s*)pool:.*$", r"\1pool: 1", y)
         y = re.sub(r"(?m)^(\s*)preload:.*$", r"\1preload: []", y)
         self._uid_next += 1000
