@@ -149,6 +149,7 @@ enum {
     POL_LIM_FILE = 1u << 9, POL_LIM_EGRESS = 1u << 10, POL_LIM_SB_TENANT = 1u << 11,
     POL_LIM_SB_USER = 1u << 12, POL_LIM_CONCURRENT = 1u << 13, POL_LIM_RATE = 1u << 14,
     POL_LIM_BURST = 1u << 15, POL_LIM_ENV_BYTES = 1u << 16, POL_LIM_ENV_ENTRIES = 1u << 17,
+    POL_LIM_META_ENTRIES = 1u << 18, POL_LIM_META_BYTES = 1u << 19,
 };
 
 #endif

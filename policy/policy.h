@@ -80,6 +80,8 @@ typedef struct policy_limits {
     uint64_t egress_bytes;         /* per sandbox */
     uint64_t env_bytes;            /* CreateSandbox env: names + values, summed */
     uint32_t env_entries;          /* CreateSandbox env: variables */
+    uint32_t metadata_entries;     /* CreateSandbox metadata: labels */
+    uint32_t metadata_bytes;       /* CreateSandbox metadata: keys + values, summed */
     uint32_t max_sandboxes_tenant; /* live sandboxes */
     uint32_t max_sandboxes_user;
     uint32_t max_concurrent_actions;
@@ -93,6 +95,14 @@ typedef struct policy_limits {
 #define POLICY_ENV_BYTES_MAX (128u << 10)
 #define POLICY_ENV_ENTRIES_DEFAULT 256u
 #define POLICY_ENV_ENTRIES_MAX 1024u
+/* Sandbox labels (metadata): defaults and ceilings, and each key and value's
+ * bound (the edges check those: gateway/rules.c, host/core/rules.c). */
+#define POLICY_METADATA_ENTRIES_DEFAULT 16u
+#define POLICY_METADATA_ENTRIES_MAX 64u
+#define POLICY_METADATA_BYTES_DEFAULT (4u << 10)
+#define POLICY_METADATA_BYTES_MAX (16u << 10)
+#define POLICY_METADATA_KEY_MAX 63u
+#define POLICY_METADATA_VALUE_MAX 255u
 /* One variable, name + value: "NAME=VALUE" and its NUL within execve's
  * MAX_ARG_STRLEN (128 KiB); not a policy setting. */
 #define POLICY_ENV_VAR_MAX ((128u << 10) - 2)
