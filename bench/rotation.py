@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bench/rotation.py — what zygote rotation costs (issue 13 point 10; host/zygote.c).
+"""bench/rotation.py — what zygote rotation costs (issue 13 point 10; host/drivers/process/zygote.c).
 
     bench/rotation.py [--build DIR] [-n 200] [--forks 16] [--pss 10] [--reps 2] [--out FILE]
 

@@ -4,7 +4,7 @@
 # its target, MISSED where it misses) and writes it, with the machine and the
 # exact command, to docs/benchmarks.md.
 #
-#   bench/run.sh [--smoke] [--build DIR] [--out FILE] [--only 1,2,3,4,5]
+#   bench/run.sh [--smoke] [--build DIR] [--out FILE] [--only 1,2,3,4,5,6]
 #                [--sandboxes N] [--secs S]
 #
 #   --smoke       a few-second version (CTest bench_smoke); writes to
@@ -12,7 +12,9 @@
 #                 sandgate figure could not be measured or a call failed.
 #   --build DIR   build directory with bin/ (default <repo>/build)
 #   --only LIST   scenarios to run (default all): 1 create, 2 RunCode,
-#                 3 gateway cost vs host and nginx, 4 scale, 5 policy
+#                 3 gateway cost vs host and nginx, 4 scale, 5 policy,
+#                 6 create with the embedded registry vs etcd
+#                 (bench/registry_create.sh; needs etcd-server, etcd-client)
 #   --sandboxes N live sandboxes for scenario 4 (default 500)
 #   --secs S      measured seconds per load point in scenarios 2 and 3
 #   --reps R      scenario 3: runs per load point, gateway/host/nginx
@@ -38,7 +40,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)   # what else the machine was doing
 smoke=0
 build=$repo/build
 out=""
-only="1,2,3,4,5"
+only="1,2,3,4,5,6"
 nsb=500
 secs=""
 reps=""
@@ -410,6 +412,24 @@ if want 5; then
     row 5 "decision, slowest kind (egress CIDR or name+ip)" "$(fmt "$dmax" 0) ns" "< 50 µs (policy budget)" "$(check "$dmax" lt 50000)"
   else
     row 5 "policy" "n/a (policy_bench not built)" "" "n/a"
+  fi
+fi
+
+# ---- 6. registry: embedded vs etcd --------------------------------------
+if want 6; then
+  say "6: create, embedded registry vs etcd"
+  if command -v etcd >/dev/null 2>&1 && command -v etcdctl >/dev/null 2>&1; then
+    if [ "$smoke" = 1 ]; then rn=5; rr=1; else rn=100; rr=3; fi
+    rg=$("$here/registry_create.sh" --build "$build" -n "$rn" --reps "$rr" --policy "$work/policy.yaml" 2>>"$work/registry.err" || true)
+    for m in embedded etcd; do
+      l=$(grep "mode=$m " <<<"$rg" || true)
+      [ -n "$l" ] || { say "registry_create.sh gave no $m figure"; cat "$work/registry.err" >&2; failed=1; }
+      row 6 "create, $m mode, p50 / p99 (n=$(kv "$l" n), alternating runs, one host)" \
+        "$(fmt "$(kv "$l" p50_ms)" 1) / $(fmt "$(kv "$l" p99_ms)" 1) ms" "$([ $m = etcd ] && echo '≤ 15 / 40 ms' || echo compare)" \
+        "$([ $m = etcd ] && { a=$(check "$(kv "$l" p50_ms)" le 15); b=$(check "$(kv "$l" p99_ms)" le 40); [ "$a$b" = okok ] && echo ok || echo MISSED; })"
+    done
+  else
+    row 6 "create, embedded vs etcd mode" "n/a (etcd-server / etcd-client missing)" "≤ 15 / 40 ms" "n/a"
   fi
 fi
 

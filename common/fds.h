@@ -1,6 +1,6 @@
 /* fds.h — how many file descriptors this process holds and may hold, for
  * the admission checks that keep a daemon from running out of them (the
- * host's creates, host/admit.c; the egress proxy's connections). */
+ * host's creates, host/core/admit.c; the egress proxy's connections). */
 #ifndef SG_FDS_H
 #define SG_FDS_H
 

@@ -1,5 +1,5 @@
 /* registry.c — registry mode: the gateway's host table follows the entries
- * hosts keep in etcd (host/registry.c) under <prefix>hosts/<name>, instead
+ * hosts keep in etcd (host/core/registry.c) under <prefix>hosts/<name>, instead
  * of a static list. The table is GW_MAX_HOSTS slots made at start and never
  * moved, so every gw_host pointer the rest of the gateway holds stays
  * valid: a host seen for the first time fills a free slot (then `present`
@@ -40,7 +40,7 @@ static struct {
     size_t n_retired;
 } R = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* The string value of "key" in a host's report (which host/registry.c
+/* The string value of "key" in a host's report (which host/core/registry.c
  * writes without escapes); 0 or -1 when absent, escaped or too long. */
 static int json_str(const char *json, size_t len, const char *key, char *out, size_t cap)
 {

@@ -11,7 +11,7 @@
  * check() fails: never a silent fall-back to a weaker driver.
  *
  * Adding a driver: one file defining `const host_driver host_driver_<name>`
- * and one line in host_drivers[] (host/drivers.c). The core never names a
+ * and one line in host_drivers[] (host/core/drivers.c). The core never names a
  * driver's functions; a driver may call any core function in host/host.h.
  *
  * What every driver shares with the core:
@@ -129,7 +129,7 @@ typedef struct host_driver {
     void (*cgroup_limits)(const host_sandbox *sb, struct sgc_cgroup_limits *lim);
 } host_driver;
 
-/* host/drivers.c: the registration point. NULL-terminated. */
+/* host/core/drivers.c: the registration point. NULL-terminated. */
 extern const host_driver *const host_drivers[];
 /* The driver named name, or NULL when this build has none. */
 const host_driver *host_driver_find(const char *name);

@@ -11,7 +11,7 @@
 #include <sys/types.h>
 
 #include "host/driver.h"
-#include "host/journal.h"
+#include "host/core/journal.h"
 #include "policy/config.h"
 #include "rpc/rpc.h"
 #include "sandgate/v1/host.pb-c.h"
@@ -298,7 +298,7 @@ void host_action_output(host_action *a, const host_sandbox *sb, int exec, int is
 /* Redact a whole buffer (results, errors). Returns malloc'd bytes. */
 uint8_t *host_redact_all(const host_sandbox *sb, const uint8_t *data, size_t len, size_t *out_len);
 
-/* files.c, file_jobs.c: host/files.h */
+/* files.c, file_jobs.c: host/core/files.h */
 
 /* egress.c: the host's egress proxy and each granted sandbox's entry */
 int host_egress_start(const char *hosts_file, const char *audit_log, sg_err *err);

@@ -52,7 +52,7 @@
  *                                  # SANDGATE_POOL_SIZE overrides it for every template
  *       rotate_forks: 64           # a fresh zygote (new ASLR layout, new str hash
  *                                  # secret) after this many sandboxes were handed
- *                                  # out; 0 = never (host/zygote.c, docs/security.md)
+ *                                  # out; 0 = never (host/drivers/process/zygote.c, docs/security.md)
  *       rotate_after: 300s         # ... or this long after its first one; 0 = never
  */
 #ifndef SG_CONFIG_H
@@ -118,13 +118,13 @@ typedef struct config_host {
     char *name;
     int threads;
     char *runtime_dir;
-    /* The sandbox journal (host/journal.c); NULL = "<runtime_dir>/state".
+    /* The sandbox journal (host/core/journal.c); NULL = "<runtime_dir>/state".
      * Put it on a disk that outlives a reboot (e.g. /var/lib/sandgate). */
     char *state_dir;
     char *cgroup_root;
     uint32_t uid_base;
     uint32_t max_sandboxes;
-    uint32_t reserve_fds;      /* admission control (host/admit.c); 0 = no check */
+    uint32_t reserve_fds;      /* admission control (host/core/admit.c); 0 = no check */
     uint64_t reserve_memory;   /* bytes */
     uint32_t reserve_pids;
     config_template *templates;

@@ -9,7 +9,7 @@
  * surrogates), hold no NUL byte, fit its length limit and its charset.
  * Errors name the field ("env[\"A\"]: not valid UTF-8", "secrets[2]: ...")
  * and never echo the offending bytes. Which fields have which rule is the
- * caller's table (gateway/rules.c, host/rules.c); no grpc here. */
+ * caller's table (gateway/rules.c, host/core/rules.c); no grpc here. */
 #ifndef SG_RPC_VALIDATE_H
 #define SG_RPC_VALIDATE_H
 

@@ -1,6 +1,6 @@
 /* validate_test.c — table tests of the request field validator
  * (validate.c) under both daemons' rules tables (gateway/rules.c,
- * host/rules.c). Generated rows: every string field of every request
+ * host/core/rules.c). Generated rows: every string field of every request
  * message, found by walking its descriptor (nested messages, repeated
  * fields, map keys and values), fed a NUL, four kinds of invalid UTF-8, one
  * byte past its limit, and a good value at its limit. Named rows: the cases
@@ -18,7 +18,7 @@
 #include "gateway/rules.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "grpc/reflection/v1/reflection.pb-c.h"
-#include "host/rules.h"
+#include "host/core/rules.h"
 #include "policy/policy.h"
 #include "rpc/validate.h"
 

@@ -7,7 +7,7 @@ not decide when a cell's results are made (notebook.py: the last expression,
 figures left open) nor how pyplot is hooked (mplinline.py).
 
 Representations are sent in full, split across frames; the host applies the
-run's output cap and tells the agent what it dropped (host/context.c), so
+run's output cap and tells the agent what it dropped (host/core/context.c), so
 nothing here cuts data, except a representation too large for any cap the
 host would grant (REP_MAX), which is reported on stderr and not sent.
 """

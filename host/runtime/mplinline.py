@@ -9,7 +9,7 @@ import hook sets the backend when `matplotlib` itself is first imported.
 Why a backend and not MPLBACKEND in the environment: the environment is the
 sandbox owner's and is inherited by subprocesses, which cannot import a
 backend that only exists inside this process. The sandbox's base environment
-has MPLBACKEND=Agg (host/sandbox.c) for exec and subprocesses; the context
+has MPLBACKEND=Agg (host/core/sandbox.c) for exec and subprocesses; the context
 overrides that one value only. A user who sets another MPLBACKEND or calls
 matplotlib.use() keeps that choice; figures left open are still sent at the
 end of the cell.

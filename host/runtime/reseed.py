@@ -6,7 +6,7 @@ the zygote, so two sandboxes (or two contexts) never produce the same
 it once at start-up (_Py_HashSecret, used by every str/bytes hash and
 cached in every interned string's hash), so a fork cannot be given a new
 one; every sandbox of one zygote shares it, and the host bounds that by
-rotating zygotes (a fresh exec draws a new one; host/zygote.c,
+rotating zygotes (a fresh exec draws a new one; host/drivers/process/zygote.c,
 docs/security.md). os.urandom / secrets / numpy's default_rng() draw fresh
 kernel entropy on every call.
 """

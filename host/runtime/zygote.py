@@ -8,6 +8,11 @@ one fork into a running sandbox's (a later context; join.py) — nothing
 more, so a create costs the zygote one fork. It is a
 child subreaper and reaps everything that ends up under it. EOF on the
 control socket means the host died: the zygote exits.
+
+Layout: this file, create.py, join.py, pid1.py and contain.py are the
+process driver's (host/drivers/process/); they stay here, beside the context
+runtime they preload and fork (context.py, notebook.py, display.py,
+frames.py, reseed.py ...), which every driver runs inside its sandboxes.
 """
 
 import os
@@ -44,7 +49,7 @@ def _parse_args(argv):
     p.add_argument("--init", required=True)
     p.add_argument("--preload", default="")
     p.add_argument("--no-contain", action="store_true")
-    # A successor (host/zygote.c rotation) preloads while the zygote it
+    # A successor (host/drivers/process/zygote.c rotation) preloads while the zygote it
     # replaces serves: at a lower priority, so creates keep the CPU.
     p.add_argument("--preload-nice", type=int, default=0)
     args = p.parse_args(argv)

@@ -1,6 +1,6 @@
-/* host_path_fuzz.c — libFuzzer target for host_path_clean (host/path.c), the
+/* host_path_fuzz.c — libFuzzer target for host_path_clean (host/core/path.c), the
  * first look WriteFile/ReadFile take at a caller's path before openat2
- * (host/files.c).
+ * (host/core/files.c).
  *
  * Input: one byte choosing the output buffer's size (1..HOST_PATH_MAX, so
  * the "too long" edges are reached), then the path (up to its first NUL, as
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host/path.h"
+#include "host/core/path.h"
 
 #define CHECK(cond)                                                 \
     do {                                                            \

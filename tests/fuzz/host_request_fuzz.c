@@ -1,12 +1,12 @@
 /* host_request_fuzz.c — libFuzzer target for every sandgate.v1.Host request's
- * decode and validation as host_unpack runs them (host/rules.c over
+ * decode and validation as host_unpack runs them (host/core/rules.c over
  * rpc/validate.c), then a create's shape check (host_check_create).
  * Input: a selector byte choosing the message (mod 11: the host's nine requests, then
  * Health.Check and reflection), then its wire
  * bytes. Seed corpus: tests/fuzz/corpus/host_request_fuzz (make_corpus.py). */
 #include <stdint.h>
 
-#include "host/rules.h"
+#include "host/core/rules.h"
 #include "tests/fuzz/fuzz_requests.h"
 
 static const ProtobufCMessageDescriptor *const msgs[] = {

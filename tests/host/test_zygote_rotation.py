@@ -2,7 +2,7 @@
 """Zygote rotation (issue 13 point 10): every sandbox forked from one zygote
 shares its address-space layout and str hash secret, so a template's zygote
 is replaced by a fresh exec after `rotate_forks` sandboxes or `rotate_after`
-seconds (host/zygote.c, docs/security.md).
+seconds (host/drivers/process/zygote.c, docs/security.md).
 
 Each sandbox's default context prints a fingerprint of its layout: hash('x')
 (the hash secret), the address of libc's printf (the mmap base), id(sys)

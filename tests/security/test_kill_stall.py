@@ -5,7 +5,7 @@ freeze, up to a second per round, and a fork bomb makes it take all of
 that; the host did this under H.mu, once at the kill and again every 500 ms
 while anything was left, so its health check and every other tenant's call
 stalled for a second at a time (measured: worst health check 836-1595 ms).
-Now the reaper thread sends those signals (host/reaper.c).
+Now the reaper thread sends those signals (host/core/reaper.c).
 
 Run by run_in_netns.sh (CTest: security_kill_stall).
 """

@@ -63,7 +63,7 @@ def setUpModule():
     unittest.addModuleCleanup(sg.remove_tmp, tmp)
     # No warm pool here: a pool refill is a new cgroup too, and the race test
     # counts cgroups to prove only one sandbox was made. The pool path takes
-    # the same dedupe check (host/sandbox.c) before it takes a pool sandbox.
+    # the same dedupe check (host/core/sandbox.c) before it takes a pool sandbox.
     S["d"] = d = sg.Daemons(tmp, POLICY, env={"SANDGATE_POOL_SIZE": "0"})
     unittest.addModuleCleanup(d.stop)
     d.start()

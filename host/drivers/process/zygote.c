@@ -400,7 +400,7 @@ static int send_zygote(proc_zygote *z, const char *msg, size_t len, const int *f
         sg_log_warn("sendmsg(zygote %s): %s", z->t->cfg->name,
                 strerror(e));
         /* Too big for the socket: the same message fails on every retry
-         * (host/rules.c bounds the env below the default buffer; a host with
+         * (host/core/rules.c bounds the env below the default buffer; a host with
          * a smaller net.core.wmem_default can still get here). */
         if (e == EMSGSIZE)
             return sg_err_set(err, SG_EINVAL, "env: too large for this host to pass to the "

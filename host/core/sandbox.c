@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "host/admit.h"
+#include "host/core/admit.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
-#include "host/reaper.h"
-#include "host/rules.h"
+#include "host/core/reaper.h"
+#include "host/core/rules.h"
 
 #define KILL_RESIGNAL_US 500000
 #define CREATE_TIMEOUT_US (15 * 1000000LL)

@@ -2,7 +2,7 @@
  * syscalls) so it can be table-tested and fuzzed on its own. The kernel
  * check (openat2 RESOLVE_BENEATH in files.c) is the real boundary; this
  * gives clear messages and one canonical spelling first. Table test:
- * host/path_test.c; libFuzzer target: tests/fuzz/host_path_fuzz.c. */
+ * host/core/path_test.c; libFuzzer target: tests/fuzz/host_path_fuzz.c. */
 #ifndef SG_HOST_PATH_H
 #define SG_HOST_PATH_H
 
@@ -11,7 +11,7 @@
 #include "common/err.h"
 
 /* Longest cleaned path, NUL included (the caller's buffer size): Linux's
- * PATH_MAX, as the edges allow paths of up to 4095 bytes (host/rules.c). */
+ * PATH_MAX, as the edges allow paths of up to 4095 bytes (host/core/rules.c). */
 #define HOST_PATH_MAX 4096
 
 /* "/workspace/a//./b", "/workspace/a/b/" and "a/b" all become "a/b": the

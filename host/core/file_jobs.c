@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host/files.h"
+#include "host/core/files.h"
 
 #define FILE_WORKERS 2
 #define FILE_QUEUE_MAX 32      /* jobs waiting, all sandboxes */

@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "host/journal.h"
+#include "host/core/journal.h"
 
 #define JBUCKETS 4096
 #define JHEADER "sandgate-journal 1\n"

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "host/admit.h"
-#include "host/files.h"
+#include "host/core/admit.h"
+#include "host/core/files.h"
 #include "host/host.h"
-#include "host/rules.h"
+#include "host/core/rules.h"
 #include "rpc/health.h"
 
 #define UNPACK(type, fn, call)                                                              \

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "host/admit.h"
+#include "host/core/admit.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
 
@@ -221,7 +221,7 @@ int host_pool_activate(host_sandbox *sb, host_template *t, const Sandgate__V1__H
         rpc_call_unref(sb->create_call);
         sb->create_call = NULL;
         host_sandbox_kill(sb, NULL);
-        if (arc == -2)   /* host/rules.c bounds the env below the default socket buffer */
+        if (arc == -2)   /* host/core/rules.c bounds the env below the default socket buffer */
             return sg_err_set(err, SG_EINVAL, "env: too large for this host to pass to the "
                               "sandbox; send a smaller environment");
         return sg_err_set(err, SG_EUNAVAIL, "sandbox %s: could not activate; retry", sb->id);

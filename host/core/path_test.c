@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "host/path.h"
+#include "host/core/path.h"
 
 typedef struct row {
     const char *name;

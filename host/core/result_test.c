@@ -1,4 +1,4 @@
-/* result_test.c — host/result.c alone: results assembled from 'b' 'k' 'r'
+/* result_test.c — host/core/result.c alone: results assembled from 'b' 'k' 'r'
  * 'f' frames, the output cap per representation and its notice, what older
  * clients read (mime_type/data), hostile frames (bad MIME bytes, too many
  * representations, a representation without its 'r', more data than may be

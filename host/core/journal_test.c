@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "host/journal.h"
+#include "host/core/journal.h"
 
 static char dir[256], path[320];
 

@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "host/files.h"
-#include "host/path.h"
+#include "host/core/files.h"
+#include "host/core/path.h"
 
 #define CHUNK (1u << 20)
 

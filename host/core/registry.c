@@ -22,7 +22,7 @@
 
 #include "common/log.h"
 #include "etcd/etcd.h"
-#include "host/admit.h"
+#include "host/core/admit.h"
 #include "host/host.h"
 
 #define REPORT_MS 2000

@@ -2,7 +2,7 @@
  * WriteFile/ReadFile path. Pure string work; files.c does the lookup. */
 #include <string.h>
 
-#include "host/path.h"
+#include "host/core/path.h"
 
 #define WS "/workspace"
 

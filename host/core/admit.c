@@ -19,7 +19,7 @@
 
 #include "common/log.h"
 #include "common/fds.h"
-#include "host/admit.h"
+#include "host/core/admit.h"
 #include "host/host.h"
 
 static const host_admit_amounts COST[] = {

@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "host/contain/contain.h"
 #include "host/host.h"
-#include "host/reaper.h"
+#include "host/core/reaper.h"
 
 typedef struct reap_item {
     struct reap_item *next;

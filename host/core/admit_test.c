@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "host/admit.h"
+#include "host/core/admit.h"
 #include "host/host.h"
 
 host_state H;   /* host_admit_check reads the config; unused by these rows */

@@ -4,7 +4,7 @@
  * (gateway/rules.c) holds the same ids and lengths for the public API. */
 #include <string.h>
 
-#include "host/rules.h"
+#include "host/core/rules.h"
 #include "policy/policy.h"
 
 #define ID_MAX 127          /* TENANCY_NAME_MAX - 1 */
