@@ -305,7 +305,7 @@ int main(int argc, char **argv)
     static mux_chan *pc[MUX_MAX_CHANS + 8];
     const char *why = NULL;
     while (!why) {
-        mux_settle(&m);
+        mux_settle(&m, shim_now_ms());
         if (mux_flush(&m) != 0) {
             why = m.err;
             break;
@@ -325,7 +325,10 @@ int main(int argc, char **argv)
             pf[n++] = (struct pollfd){.fd = c->fd, .events = mux_chan_events(c)};
         }
         int64_t now = shim_now_ms();
-        if (poll(pf, (nfds_t)n, relay_timeout(&r, now)) < 0 && errno != EINTR) {
+        int timeout = relay_timeout(&r, now), ack = mux_ack_timeout(&m, now);
+        if (ack >= 0 && (timeout < 0 || ack < timeout))
+            timeout = ack;
+        if (poll(pf, (nfds_t)n, timeout) < 0 && errno != EINTR) {
             why = "poll failed";
             break;
         }
