@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "policy/config.h"
+#include "config/config.h"
 #include "policy/policy.h"
 #include "rpc/rpc.h"
 #include "tenancy/tenancy.h"
@@ -25,6 +25,8 @@ typedef struct gw_host {
     grpc_channel *channel;      /* owned; read with gw_host_channel */
     atomic_int present;         /* the slot is in use */
     atomic_int registered;      /* registry mode: the host's entry exists in etcd */
+    atomic_int draining;        /* registry mode: its report says "draining": no new
+                                 * task goes there; its sandboxes are served as ever */
     atomic_int serving;         /* GW_HOST_*: health.c writes, anyone reads */
     atomic_int checking;        /* health.c: a Check is in flight */
     int misses;                 /* health.c only: Checks in a row past their deadline */
@@ -88,7 +90,7 @@ int gw_registry_start(sg_err *err);
 void gw_registry_stop(void);
 gw_host *gw_host_by_name(const char *name);
 /* The highest-scoring SERVING host for a dedupe key (rendezvous hashing by
- * host name); NULL when no host is serving. avoid (optional, per G.hosts
+ * host name) that is not draining; NULL when there is none. avoid (optional, per G.hosts
  * index): hosts to pass over unless no other is serving. */
 gw_host *gw_host_for_key(const char *key, const int *avoid);
 

@@ -129,6 +129,11 @@ static void host_put(const char *name, const char *json, size_t len)
     }
     if (!atomic_exchange(&h->registered, 1) && !is_new)
         sg_log_info("registry: host %s registered again", name);
+    /* A report is one line of JSON that host/core/registry.c writes. */
+    int draining = memmem(json, len, "\"draining\":true", 15) != NULL;
+    if (atomic_exchange(&h->draining, draining) != draining)
+        sg_log_info("registry: host %s %s", name,
+                    draining ? "is draining: no new task goes there" : "takes new tasks");
 }
 
 static void host_gone(const char *name)

@@ -30,6 +30,8 @@ void gw_req_free(gw_req *r)
     if (r->pol)
         policy_unref(r->pol);
     rpc_call_unref(r->in);
+    if (r->user_free)
+        r->user_free(r->user);
     free(r);
 }
 
@@ -113,12 +115,18 @@ static int peer_identity(rpc_call *c, char *out, size_t cap, sg_err *err)
 
 gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const char *action)
 {
+    size_t len;
+    const uint8_t *buf = rpc_call_request(c, &len);
+    return gw_req_begin_buf(c, d, buf, len, action);
+}
+
+gw_req *gw_req_begin_buf(rpc_call *c, const ProtobufCMessageDescriptor *d, const uint8_t *buf,
+                         size_t len, const char *action)
+{
     gw_req *r = calloc(1, sizeof *r);
     r->in = rpc_call_ref(c);
     r->action = action;
     sg_err err, uerr;
-    size_t len;
-    const uint8_t *buf = rpc_call_request(c, &len);
     r->msg = rpc_unpack(d, buf, len, &uerr);
     r->pol = gw_policy_acquire();
     /* Authenticate before looking at the request's content. */

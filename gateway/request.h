@@ -24,12 +24,18 @@ typedef struct gw_req {
     int has_token;              /* the tenant uses end-user tokens and this one verified */
     tenancy_token token;
     int counted_action;         /* holds one of the tenant's concurrent-action slots */
+    void *user;                 /* the handler's own state (files.c's upload) */
+    void (*user_free)(void *);  /* optional: frees user with r */
 } gw_req;
 
 /* Decode, authenticate and check user_id; on failure the call is answered
  * and NULL returned. user_id is read from the message's field named
  * "user_id"; sandbox_id from "sandbox_id" when present. */
 gw_req *gw_req_begin(rpc_call *c, const ProtobufCMessageDescriptor *d, const char *action);
+/* The same for a request the caller read itself (a client stream's first
+ * message); buf is borrowed for the call. */
+gw_req *gw_req_begin_buf(rpc_call *c, const ProtobufCMessageDescriptor *d, const uint8_t *buf,
+                         size_t len, const char *action);
 void gw_req_free(gw_req *r);
 /* Find the sandbox's host and prove the caller owns it, then run next(r).
  * Answers NOT_FOUND / PERMISSION_DENIED itself. */
@@ -65,5 +71,7 @@ void gw_counts_add(size_t host, const char *tenant, const Sandgate__V1__Owner *o
 Sandgate__V1__HostListResponse *gw_counts_get(size_t host, const char *tenant);
 
 int gw_actions_register(rpc_server *srv, sg_err *err);
+/* files.c */
+int gw_files_register(rpc_server *srv, sg_err *err);
 
 #endif

@@ -52,7 +52,8 @@ gw_host *gw_host_for_key(const char *key, const int *avoid)
     const char *names[GW_MAX_HOSTS];
     int usable[GW_MAX_HOSTS], any = 0;
     for (size_t i = 0; i < G.n_hosts; i++) {
-        usable[i] = gw_host_serving(&G.hosts[i]);   /* an empty slot never serves */
+        /* an empty slot never serves; a draining host takes no new task */
+        usable[i] = gw_host_serving(&G.hosts[i]) && !atomic_load(&G.hosts[i].draining);
         names[i] = usable[i] ? G.hosts[i].name : "";
         any |= usable[i] && !(avoid && avoid[i]);
     }

@@ -468,7 +468,7 @@ int gw_service_register(rpc_server *srv, sg_err *err)
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         if (rpc_server_add_method(srv, methods[i].path, methods[i].fn, NULL, err) != 0)
             return -1;
-    if (gw_actions_register(srv, err) != 0)
+    if (gw_actions_register(srv, err) != 0 || gw_files_register(srv, err) != 0)
         return -1;
     return rpc_health_register(srv, "sandgate.v1.Sandboxes", err);
 }

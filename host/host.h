@@ -12,7 +12,7 @@
 
 #include "host/driver.h"
 #include "host/core/journal.h"
-#include "policy/config.h"
+#include "config/config.h"
 #include "rpc/rpc.h"
 #include "sandgate/v1/host.pb-c.h"
 
@@ -319,6 +319,14 @@ void host_metrics_egress(const char *kind, int allow, const char *rule, uint64_t
 /* registry.c — the host's entry in etcd (config registry:; a no-op without) */
 int host_registry_start(const char *advertise_default, sg_err *err);
 void host_registry_stop(void);
+/* Drain (SIGUSR1): the entry says "draining" from now on, reported at once,
+ * and gateways place no new task here; the sandboxes here keep running and
+ * their tasks keep them. Until the host stops; a no-op without a registry. */
+void host_registry_drain(void);
+/* --drain-file: checked at every report; the host drains once the file has
+ * the line sandgate.io/drain="true" (a downward API annotations file, so
+ * `kubectl annotate pod P sandgate.io/drain=true` drains it). Before start. */
+void host_registry_drain_file(const char *path);
 
 /* service.c */
 int host_service_register(rpc_server *srv, sg_err *err);

@@ -1,4 +1,5 @@
-/* file_jobs.c — the file workers: WriteFile and ReadFile run here, on a few
+/* file_jobs.c — the file workers: every file call runs here (WriteFile,
+ * ReadFile, ListFiles, ..., each DownloadFile chunk, a watch's setup), on a few
  * threads of their own, never on a gRPC thread or under H.mu. A sandbox
  * shapes its workspace, so a file call must not be able to stall anyone
  * else: the handler copies what the job needs (the sandbox's pid, a dup of
@@ -7,7 +8,9 @@
  * bounded (jobs and bytes in total, jobs per sandbox): past the bound a call is answered
  * UNAVAILABLE at once, and a job whose deadline passed while it waited is
  * answered DEADLINE_EXCEEDED without touching the workspace. */
+#include <errno.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +27,7 @@
 
 typedef struct file_job {
     struct file_job *next;
-    int write;
+    int op;                    /* HOST_FOP_* */
     rpc_call *call;            /* owned ref */
     host_file_target t;        /* t.pidfd owned */
     char *path;                /* owned */
@@ -33,6 +36,10 @@ typedef struct file_job {
     uint32_t mode;
     uint64_t max;              /* read: the sandbox's max_file_bytes */
     int64_t deadline_us;       /* monotonic */
+    /* DownloadFile, between chunks (the job is requeued after each send) */
+    int fd;                    /* owned; -1 until opened */
+    uint64_t pos, end, size;
+    uint32_t chunk;
 } file_job;
 
 static struct {
@@ -41,7 +48,9 @@ static struct {
     file_job *head, *tail;
     size_t queued;
     size_t bytes;              /* data of the waiting jobs */
-    file_job *running[FILE_WORKERS];
+    /* sandbox ids of the running jobs (copies: a download job may be freed
+     * by its send callback before its worker comes back) */
+    char running[FILE_WORKERS][HOST_ID_MAX];
     pthread_t thr[FILE_WORKERS];
     int n_thr;
     int stopping;
@@ -49,6 +58,8 @@ static struct {
 
 static void job_free(file_job *j)
 {
+    if (j->fd >= 0)
+        close(j->fd);
     if (j->t.pidfd >= 0)
         close(j->t.pidfd);
     if (j->call)
@@ -67,38 +78,177 @@ static void touch(const char *id)
     pthread_mutex_unlock(&H.mu);
 }
 
-static void run_job(file_job *j)
+/* The request, decoded again from the call's bytes (host_unpack checked
+ * them before the job was queued). */
+static ProtobufCMessage *request_of(file_job *j, const ProtobufCMessageDescriptor *d)
+{
+    size_t len;
+    const uint8_t *buf = rpc_call_request(j->call, &len);
+    return rpc_unpack(d, buf, len, NULL);
+}
+
+static void requeue(file_job *j);
+
+static void on_chunk_sent(void *arg, int ok)
+{
+    file_job *j = arg;
+    if (!ok) {   /* the client is gone */
+        job_free(j);
+        return;
+    }
+    requeue(j);
+}
+
+/* One chunk of a download; 1 = the job continues (it was handed to a send). */
+static int download_step(file_job *j, sg_err *err)
+{
+    if (j->fd < 0) {
+        const Sandgate__V1__DownloadFileRequest *r = (const Sandgate__V1__DownloadFileRequest *)
+            request_of(j, &sandgate__v1__download_file_request__descriptor);
+        if (!r)
+            return sg_err_set(err, SG_EINTERNAL, "request vanished");
+        int rc = 0;
+        if (r->chunk_bytes > HOST_CHUNK_MAX)
+            rc = sg_err_set(err, SG_EINVAL, "chunk_bytes: %u; at most %u", r->chunk_bytes,
+                            HOST_CHUNK_MAX);
+        else if ((j->fd = host_file_open_read(&j->t, r->path, &j->size, err)) < 0)
+            rc = err->code;
+        else if (r->offset > j->size)
+            rc = sg_err_set(err, SG_EINVAL, "offset: %llu is past the end of \"%.200s\" (%llu "
+                            "bytes)", (unsigned long long)r->offset, r->path,
+                            (unsigned long long)j->size);
+        j->pos = r->offset;
+        j->end = r->length && r->length < j->size - j->pos ? j->pos + r->length : j->size;
+        j->chunk = r->chunk_bytes ? r->chunk_bytes : (1u << 20);
+        protobuf_c_message_free_unpacked((ProtobufCMessage *)r, NULL);
+        if (rc != 0)
+            return rc;
+    } else if (syscall(SYS_pidfd_send_signal, j->t.pidfd, 0, NULL, 0) != 0) {
+        return sg_err_set(err, SG_ENOTFOUND, "sandbox %s is gone", j->t.id);
+    }
+    size_t want = j->end - j->pos < j->chunk ? (size_t)(j->end - j->pos) : j->chunk;
+    uint8_t *buf = malloc(want ? want : 1);
+    if (!buf)
+        return sg_err_set(err, SG_EUNAVAIL, "the host is out of memory; retry");
+    size_t got = 0;
+    while (got < want) {
+        ssize_t n = pread(j->fd, buf + got, want - got, (off_t)(j->pos + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;   /* shrank meanwhile: this is the end */
+        got += (size_t)n;
+    }
+    Sandgate__V1__FileChunk ch;
+    sandgate__v1__file_chunk__init(&ch);
+    ch.offset = j->pos;
+    ch.data.data = buf;
+    ch.data.len = got;
+    ch.size = j->size;
+    j->pos += got;
+    ch.last = got < want || j->pos >= j->end;
+    grpc_byte_buffer *bb = rpc_pack(&ch.base);
+    free(buf);
+    if (ch.last) {
+        rpc_call_finish_msg(j->call, bb, GRPC_STATUS_OK, NULL);
+        return 0;
+    }
+    if (rpc_call_send(j->call, bb, on_chunk_sent, j) != 0)
+        return 0;   /* the call already ended */
+    return 1;
+}
+
+/* 1 = the job lives on (a download between chunks, a watch handed over). */
+static int run_job(file_job *j)
 {
     sg_err err;
     if (host_now_us() >= j->deadline_us) {
         sg_err_set(&err, SG_ETIMEOUT, "the call's deadline passed while it waited for the host");
         rpc_call_fail(j->call, &err);
-        return;
+        return 0;
     }
-    if (j->write) {
-        if (host_file_write(&j->t, j->path, j->data, j->len, j->mode, j->deadline_us, &err) != 0) {
-            rpc_call_fail(j->call, &err);
-            return;
+    int rc = 0;
+    ProtobufCMessage *m = NULL;
+    switch (j->op) {
+    case HOST_FOP_WRITE:
+        if ((rc = host_file_write(&j->t, j->path, j->data, j->len, j->mode, j->deadline_us,
+                                  &err)) == 0) {
+            Sandgate__V1__WriteFileResponse out;
+            sandgate__v1__write_file_response__init(&out);
+            out.bytes_written = j->len;
+            rpc_call_reply(j->call, &out.base);
         }
-        Sandgate__V1__WriteFileResponse out;
-        sandgate__v1__write_file_response__init(&out);
-        out.bytes_written = j->len;
-        rpc_call_reply(j->call, &out.base);
-    } else {
+        break;
+    case HOST_FOP_READ: {
         uint8_t *data = NULL;
         size_t len = 0;
-        if (host_file_read(&j->t, j->path, j->max, j->deadline_us, &data, &len, &err) != 0) {
-            rpc_call_fail(j->call, &err);
-            return;
+        if ((rc = host_file_read(&j->t, j->path, j->max, j->deadline_us, &data, &len, &err)) ==
+            0) {
+            Sandgate__V1__ReadFileResponse out;
+            sandgate__v1__read_file_response__init(&out);
+            out.data.data = data;
+            out.data.len = len;
+            rpc_call_reply(j->call, &out.base);
+            free(data);
         }
-        Sandgate__V1__ReadFileResponse out;
-        sandgate__v1__read_file_response__init(&out);
-        out.data.data = data;
-        out.data.len = len;
-        rpc_call_reply(j->call, &out.base);
-        free(data);
+        break;
+    }
+    case HOST_FOP_LIST:
+        if ((m = request_of(j, &sandgate__v1__list_files_request__descriptor)))
+            rc = host_file_list(&j->t, (void *)m, j->deadline_us, j->call, &err);
+        break;
+    case HOST_FOP_STAT:
+        if ((m = request_of(j, &sandgate__v1__stat_file_request__descriptor)))
+            rc = host_file_stat(&j->t, (void *)m, j->call, &err);
+        break;
+    case HOST_FOP_MKDIR:
+        if ((m = request_of(j, &sandgate__v1__make_dir_request__descriptor)))
+            rc = host_file_mkdir(&j->t, (void *)m, j->call, &err);
+        break;
+    case HOST_FOP_REMOVE:
+        if ((m = request_of(j, &sandgate__v1__remove_file_request__descriptor)))
+            rc = host_file_remove(&j->t, (void *)m, j->deadline_us, j->call, &err);
+        break;
+    case HOST_FOP_RENAME:
+        if ((m = request_of(j, &sandgate__v1__rename_file_request__descriptor)))
+            rc = host_file_rename(&j->t, (void *)m, j->call, &err);
+        break;
+    case HOST_FOP_WRITE_AT:
+        if ((m = request_of(j, &sandgate__v1__host_write_at_request__descriptor))) {
+            const Sandgate__V1__HostWriteAtRequest *r = (const void *)m;
+            uint64_t size = 0;
+            if ((rc = host_file_write_at(&j->t, r, j->deadline_us, &size, &err)) == 0) {
+                Sandgate__V1__UploadFileResponse out;
+                sandgate__v1__upload_file_response__init(&out);
+                out.size = size;
+                out.bytes_written = r->data.len;
+                rpc_call_reply(j->call, &out.base);
+            }
+        }
+        break;
+    case HOST_FOP_DOWNLOAD:
+        rc = download_step(j, &err);
+        if (rc == 1)
+            return 1;
+        break;
+    case HOST_FOP_WATCH:
+        if ((m = request_of(j, &sandgate__v1__watch_files_request__descriptor))) {
+            rc = host_fwatch_begin(&j->t, (void *)m, j->call, &err);
+            if (rc == 0)
+                j->t.pidfd = -1;   /* the watch owns it now */
+        }
+        break;
+    }
+    if (j->op >= HOST_FOP_LIST && j->op != HOST_FOP_DOWNLOAD && !m)
+        rc = sg_err_set(&err, SG_EINTERNAL, "request vanished");
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    if (rc != 0) {
+        rpc_call_fail(j->call, &err);
+        return 0;
     }
     touch(j->t.id);
+    return 0;
 }
 
 static void *worker_main(void *arg)
@@ -116,12 +266,13 @@ static void *worker_main(void *arg)
             Q.tail = NULL;
         Q.queued--;
         Q.bytes -= j->len;
-        Q.running[slot] = j;
+        snprintf(Q.running[slot], HOST_ID_MAX, "%s", j->t.id);
         pthread_mutex_unlock(&Q.mu);
-        run_job(j);
+        int keep = run_job(j);
         pthread_mutex_lock(&Q.mu);
-        Q.running[slot] = NULL;
-        job_free(j);
+        Q.running[slot][0] = 0;
+        if (!keep)
+            job_free(j);
     }
     pthread_mutex_unlock(&Q.mu);
     return NULL;
@@ -160,6 +311,30 @@ void host_files_stop(void)
     }
 }
 
+/* A download's next chunk, after its last one went out (a loop thread). */
+static void requeue(file_job *j)
+{
+    pthread_mutex_lock(&Q.mu);
+    int stopping = Q.stopping;
+    if (!stopping) {
+        j->next = NULL;
+        if (Q.tail)
+            Q.tail->next = j;
+        else
+            Q.head = j;
+        Q.tail = j;
+        Q.queued++;
+        pthread_cond_signal(&Q.cv);
+    }
+    pthread_mutex_unlock(&Q.mu);
+    if (stopping) {
+        sg_err err;
+        sg_err_set(&err, SG_EUNAVAIL, "the host is shutting down");
+        rpc_call_fail(j->call, &err);
+        job_free(j);
+    }
+}
+
 /* Jobs of sandbox id waiting or running; Q.mu held. */
 static size_t jobs_of(const char *id)
 {
@@ -167,7 +342,7 @@ static size_t jobs_of(const char *id)
     for (file_job *j = Q.head; j; j = j->next)
         n += strcmp(j->t.id, id) == 0;
     for (int i = 0; i < FILE_WORKERS; i++)
-        n += Q.running[i] && strcmp(Q.running[i]->t.id, id) == 0;
+        n += strcmp(Q.running[i], id) == 0;
     return n;
 }
 
@@ -181,7 +356,7 @@ static int64_t deadline_of(rpc_call *c)
 }
 
 /* H.mu held (sb is live). Takes ownership of path and data in every case. */
-static int submit(host_sandbox *sb, rpc_call *c, int write, char *path, uint8_t *data,
+static int submit(host_sandbox *sb, rpc_call *c, int op, char *path, uint8_t *data,
                   size_t len, uint32_t mode, sg_err *err)
 {
     file_job *j = calloc(1, sizeof *j);
@@ -190,7 +365,8 @@ static int submit(host_sandbox *sb, rpc_call *c, int write, char *path, uint8_t 
         free(data);
         return sg_err_set(err, SG_EUNAVAIL, "the host is out of memory; retry");
     }
-    j->write = write;
+    j->op = op;
+    j->fd = -1;
     j->path = path;
     j->data = data;
     j->len = len;
@@ -201,7 +377,7 @@ static int submit(host_sandbox *sb, rpc_call *c, int write, char *path, uint8_t 
     snprintf(j->t.id, sizeof j->t.id, "%s", sb->id);
     j->t.pid = sb->pid;
     j->t.uid = H.cfg.uid_base + sb->slot;
-    if (!path || sb->pid <= 0 || sb->pidfd < 0 ||
+    if ((op <= HOST_FOP_READ && !path) || sb->pid <= 0 || sb->pidfd < 0 ||
         (j->t.pidfd = fcntl(sb->pidfd, F_DUPFD_CLOEXEC, 0)) < 0) {
         free(j->path);
         free(j->data);
@@ -246,11 +422,16 @@ int host_files_submit_write(host_sandbox *sb, rpc_call *c, Sandgate__V1__WriteFi
     size_t len = r->data.len;
     r->data.data = NULL;   /* ours now: free_unpacked skips a NULL field */
     r->data.len = 0;
-    return submit(sb, c, 1, strdup(r->path), data, len, r->mode, err);
+    return submit(sb, c, HOST_FOP_WRITE, strdup(r->path), data, len, r->mode, err);
 }
 
 int host_files_submit_read(host_sandbox *sb, rpc_call *c, const Sandgate__V1__ReadFileRequest *r,
                            sg_err *err)
 {
-    return submit(sb, c, 0, strdup(r->path), NULL, 0, 0, err);
+    return submit(sb, c, HOST_FOP_READ, strdup(r->path), NULL, 0, 0, err);
+}
+
+int host_files_submit(host_sandbox *sb, rpc_call *c, int op, sg_err *err)
+{
+    return submit(sb, c, op, NULL, NULL, 0, 0, err);
 }

@@ -40,10 +40,13 @@ static void usage(void)
             "                     [--runtime-dir DIR] [--state-dir DIR] [--audit-log FILE]\n"
             "                     [--egress-hosts FILE] [--metrics-listen ADDR]\n"
             "                     [--metrics-port-file FILE] [--log-level LEVEL]\n"
-            "                     [--advertise ADDR] [--check-config]\n"
+            "                     [--advertise ADDR] [--drain-file FILE] [--check-config]\n"
             "  --name NAME          overrides the config's name ([a-z0-9]{1,16})\n"
             "  --advertise ADDR     overrides registry.advertise, the host:port gateways\n"
             "                       dial (Kubernetes: the pod IP from the downward API)\n"
+            "  --drain-file FILE    drain (as SIGUSR1 does) once FILE has the line\n"
+            "                       sandgate.io/drain=\"true\" (Kubernetes: the pod's\n"
+            "                       annotations through the downward API)\n"
             "  --check-config       load the config with the overrides, report every\n"
             "                       error, and exit (0 = would start); changes nothing\n"
             "  --audit-log FILE     egress decisions, one JSON line each (appended;\n"
@@ -236,6 +239,7 @@ int main(int argc, char **argv)
                                    {"state-dir", 1, 0, 'S'},   {"metrics-listen", 1, 0, 'm'},
                                    {"metrics-port-file", 1, 0, 'P'}, {"log-level", 1, 0, 'g'},
                                    {"advertise", 1, 0, 'a'},   {"check-config", 0, 0, 'C'},
+                                   {"drain-file", 1, 0, 'D'},
                                    {0, 0, 0, 0}};
     const char *advertise_arg = NULL;
     int o, check_only = 0;
@@ -255,6 +259,7 @@ int main(int argc, char **argv)
         case 'P': metrics_port_file = optarg; break;
         case 'g': log_level = optarg; break;
         case 'a': advertise_arg = optarg; break;
+        case 'D': host_registry_drain_file(optarg); break;
         case 'C': check_only = 1; break;
         default: usage(); return 2;
         }
@@ -273,6 +278,10 @@ int main(int argc, char **argv)
     /* SIGCHLD goes to the loop's signalfd; SIGTERM/INT to sigwait below.
      * Blocked before any thread exists so every thread inherits the mask. */
     sg_daemon_block_signals(SIGCHLD);
+    sigset_t usr1;   /* drain: sigwait below, like SIGTERM */
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     /* ~5 fds per sandbox: the soft limit (often 1,024) would cap a host
      * near 200 sandboxes while the hard one allows far more. */
@@ -307,7 +316,7 @@ int main(int argc, char **argv)
         sg_log_error("%s", err.msg);
         return 1;
     }
-    if (host_files_start(&err) != 0 || host_reaper_start(&err) != 0) {
+    if (host_files_start(&err) != 0 || host_fwatch_start(&err) != 0 || host_reaper_start(&err) != 0) {
         sg_log_error("%s", err.msg);
         return 1;
     }
@@ -354,12 +363,20 @@ int main(int argc, char **argv)
             sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V2   ? "v2"
             : sgc_cgroup_detect(H.cfg.cgroup_root) == SGC_CGROUP_V1 ? "v1"
                                                                    : "none");
-    int sig = sg_daemon_wait_stop();
+    sigset_t waited;
+    sigemptyset(&waited);
+    sigaddset(&waited, SIGTERM);
+    sigaddset(&waited, SIGINT);
+    sigaddset(&waited, SIGUSR1);
+    int sig = 0;
+    while (sigwait(&waited, &sig) == 0 && sig == SIGUSR1)
+        host_registry_drain();
     sg_log_info("signal %d: shutting down", sig);
     rpc_health_set_serving(0);
     host_registry_stop();   /* gateways stop placing here at once */
     kill_all();
     host_reaper_stop();  /* after kill_all: its last signals go out */
+    host_fwatch_stop();   /* watches end UNAVAILABLE */
     host_files_stop();   /* file calls in flight answer; the rest get UNAVAILABLE */
     rpc_metrics_http_stop();
     rpc_server_shutdown(H.srv);

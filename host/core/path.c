@@ -1,12 +1,12 @@
 /* path.c — host_path_clean (path.h): the workspace-relative spelling of a
- * WriteFile/ReadFile path. Pure string work; files.c does the lookup. */
+ * workspace path (every file call).  Pure string work; files.c does the lookup. */
 #include <string.h>
 
 #include "host/core/path.h"
 
 #define WS "/workspace"
 
-int host_path_clean(const char *path, char *out, size_t cap, sg_err *err)
+static int clean(const char *path, char *out, size_t cap, int root_ok, sg_err *err)
 {
     if (!path)
         return sg_err_set(err, SG_EINVAL, "path is required");
@@ -42,8 +42,25 @@ int host_path_clean(const char *path, char *out, size_t cap, sg_err *err)
         }
         p += n;
     }
+    if (len == 0 && root_ok) {
+        out[0] = '.';
+        out[1] = 0;
+        return 0;
+    }
     if (len == 0)
         return sg_err_set(err, SG_EINVAL, "path \"%.200s\" names no file in the workspace", path);
     out[len] = 0;
     return 0;
+}
+
+int host_path_clean(const char *path, char *out, size_t cap, sg_err *err)
+{
+    return clean(path, out, cap, 0, err);
+}
+
+int host_path_clean_dir(const char *path, char *out, size_t cap, sg_err *err)
+{
+    if (cap < 2)
+        return sg_err_set(err, SG_EINVAL, "path \"%.200s\" is too long", path ? path : "");
+    return clean(path, out, cap, 1, err);
 }

@@ -23,5 +23,9 @@
  * never has an empty, "." or ".." component, and cleaning it again gives
  * itself. */
 int host_path_clean(const char *path, char *out, size_t cap, sg_err *err);
+/* The same, for calls that may name the workspace itself (ListFiles,
+ * StatFile, WatchFiles): "", "/workspace" and "." become "." instead of
+ * an error. */
+int host_path_clean_dir(const char *path, char *out, size_t cap, sg_err *err);
 
 #endif

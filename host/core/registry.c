@@ -11,10 +11,15 @@
  * host) cannot take over a live host's entry; it waits, and logs why, until
  * that entry's lease ends.
  *
+ * A drain (host_registry_drain: SIGUSR1, or the --drain-file line) adds "draining":true to the
+ * report, sent at once rather than at the next REPORT_MS: gateways then
+ * place no new task here while every sandbox here keeps being served.
+ *
  * Everything here runs on a thread of its own with etcd's calls bounded by
  * the client's deadline: an unreachable etcd delays only the next report,
  * never a call of any tenant (H.mu is taken only to count). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +39,9 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int running, stop;
+    int kick;                   /* report now (with mu) */
+    atomic_int draining;
+    const char *drain_file;     /* borrowed (argv); NULL = none */
     int64_t lease;              /* 0 = none */
     etcd_keeper *keeper;        /* owned while lease */
     volatile int lost;          /* the keeper said the lease is gone */
@@ -53,9 +61,10 @@ static size_t report(char *out, size_t cap)
     for (host_sandbox *sb = H.sandboxes; sb; sb = sb->next)
         live += !sb->pooled && sb->state != SB_KILLING;
     int n = snprintf(out, cap, "{\"name\":\"%s\",\"address\":\"%s\",\"capacity\":%u,\"live\":%zu,"
-                               "\"free_memory\":%lld,\"templates\":[",
+                               "\"free_memory\":%lld,\"draining\":%s,\"templates\":[",
                      H.cfg.name, R.address, H.cfg.max_sandboxes, live,
-                     (long long)(u.mem_available > 0 ? u.mem_available : 0));
+                     (long long)(u.mem_available > 0 ? u.mem_available : 0),
+                     atomic_load(&R.draining) ? "true" : "false");
     for (size_t i = 0; i < H.n_templates && n > 0 && (size_t)n < cap; i++) {
         size_t ready = 0;
         for (host_sandbox *sb = H.templates[i].pool; sb; sb = sb->pool_next)
@@ -123,8 +132,34 @@ static int claim(const char *value, sg_err *err)
     return 0;
 }
 
+#define DRAIN_LINE "sandgate.io/drain=\"true\""
+
+/* Whether the drain file asks for a drain: a whole line DRAIN_LINE. Read
+ * here, on this thread, never on a loop thread; a missing file is no. */
+static int drain_asked(void)
+{
+    FILE *f = R.drain_file ? fopen(R.drain_file, "re") : NULL;
+    if (!f)
+        return 0;
+    char line[4096];
+    int yes = 0;
+    while (!yes && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        yes = strcmp(line, DRAIN_LINE) == 0;
+    }
+    fclose(f);
+    return yes;
+}
+
+void host_registry_drain_file(const char *path) { R.drain_file = path; }
+
 static void tick(int *logged)
 {
+    if (!atomic_load(&R.draining) && drain_asked()) {
+        atomic_store(&R.draining, 1);
+        sg_log_info("draining (%s says so): gateways place no new task here; the sandboxes "
+                    "here keep running", R.drain_file);
+    }
     char value[4096];
     sg_err err = {0};
     if (!report(value, sizeof value))
@@ -155,8 +190,9 @@ static void *registry_main(void *arg)
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += REPORT_MS / 1000;
-        while (!R.stop && pthread_cond_timedwait(&R.cv, &R.mu, &ts) == 0)
+        while (!R.stop && !R.kick && pthread_cond_timedwait(&R.cv, &R.mu, &ts) == 0)
             ;
+        R.kick = 0;
     }
     pthread_mutex_unlock(&R.mu);
     return NULL;
@@ -180,6 +216,22 @@ int host_registry_start(const char *listen, sg_err *err)
     }
     R.running = 1;
     return 0;
+}
+
+void host_registry_drain(void)
+{
+    if (atomic_exchange(&R.draining, 1))
+        return;
+    if (!R.running) {
+        sg_log_warn("draining: no registry, so no gateway hears it (static host lists "
+                    "place by health alone); ignored");
+        return;
+    }
+    sg_log_info("draining: gateways place no new task here; the sandboxes here keep running");
+    pthread_mutex_lock(&R.mu);
+    R.kick = 1;
+    pthread_cond_signal(&R.cv);
+    pthread_mutex_unlock(&R.mu);
 }
 
 void host_registry_stop(void)

@@ -44,6 +44,10 @@ static const rpc_field_rule run_fields[] = {SANDBOX_ID, USER_ID,
 static const rpc_field_rule exec_fields[] = {SANDBOX_ID, USER_ID,
                                              {"command", RPC_CS_TEXT, NO_LIMIT}};
 static const rpc_field_rule file_fields[] = {SANDBOX_ID, USER_ID, {"path", RPC_CS_TEXT, 4095}};
+static const rpc_field_rule rename_fields[] = {SANDBOX_ID, USER_ID,
+                                               {"from_path", RPC_CS_TEXT, 4095},
+                                               {"to_path", RPC_CS_TEXT, 4095}};
+static const rpc_field_rule write_at_fields[] = {SANDBOX_ID, {"path", RPC_CS_TEXT, 4095}};
 
 #define N(a) (sizeof a / sizeof a[0])
 static const rpc_rules table[] = {
@@ -56,6 +60,14 @@ static const rpc_rules table[] = {
     {&sandgate__v1__exec_request__descriptor, exec_fields, N(exec_fields), 4096},
     {&sandgate__v1__write_file_request__descriptor, file_fields, N(file_fields), 4096},
     {&sandgate__v1__read_file_request__descriptor, file_fields, N(file_fields), 4096},
+    {&sandgate__v1__list_files_request__descriptor, file_fields, N(file_fields), 4096},
+    {&sandgate__v1__stat_file_request__descriptor, file_fields, N(file_fields), 4096},
+    {&sandgate__v1__make_dir_request__descriptor, file_fields, N(file_fields), 4096},
+    {&sandgate__v1__remove_file_request__descriptor, file_fields, N(file_fields), 4096},
+    {&sandgate__v1__rename_file_request__descriptor, rename_fields, N(rename_fields), 4096},
+    {&sandgate__v1__host_write_at_request__descriptor, write_at_fields, N(write_at_fields), 4096},
+    {&sandgate__v1__download_file_request__descriptor, file_fields, N(file_fields), 4096},
+    {&sandgate__v1__watch_files_request__descriptor, file_fields, N(file_fields), 4096},
 };
 
 const rpc_rules *host_rules_for(const ProtobufCMessageDescriptor *d)

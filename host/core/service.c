@@ -308,6 +308,28 @@ static void do_read_file(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
         rpc_call_fail(c, &err);
 }
 
+static void file_op(rpc_call *c, host_sandbox *sb, int op)
+{
+    sg_err err;
+    if (host_files_submit(sb, c, op, &err) != 0)
+        rpc_call_fail(c, &err);
+}
+
+#define FILE_OP(name, op)                                                  \
+    static void name(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m) \
+    {                                                                      \
+        (void)m;                                                           \
+        file_op(c, sb, op);                                                \
+    }
+FILE_OP(do_list_files, HOST_FOP_LIST)
+FILE_OP(do_stat_file, HOST_FOP_STAT)
+FILE_OP(do_make_dir, HOST_FOP_MKDIR)
+FILE_OP(do_remove_file, HOST_FOP_REMOVE)
+FILE_OP(do_rename_file, HOST_FOP_RENAME)
+FILE_OP(do_write_at, HOST_FOP_WRITE_AT)
+FILE_OP(do_download, HOST_FOP_DOWNLOAD)
+FILE_OP(do_watch, HOST_FOP_WATCH)
+
 static const sandbox_op sandbox_ops[] = {
     {"/sandgate.v1.Host/ExtendSandbox", &sandgate__v1__host_extend_request__descriptor,
      do_extend, NULL},
@@ -319,6 +341,21 @@ static const sandbox_op sandbox_ops[] = {
     {"/sandgate.v1.Host/WriteFile", &sandgate__v1__write_file_request__descriptor,
      do_write_file, NULL},
     {"/sandgate.v1.Host/ReadFile", &sandgate__v1__read_file_request__descriptor, do_read_file,
+     NULL},
+    {"/sandgate.v1.Host/ListFiles", &sandgate__v1__list_files_request__descriptor, do_list_files,
+     NULL},
+    {"/sandgate.v1.Host/StatFile", &sandgate__v1__stat_file_request__descriptor, do_stat_file,
+     NULL},
+    {"/sandgate.v1.Host/MakeDir", &sandgate__v1__make_dir_request__descriptor, do_make_dir, NULL},
+    {"/sandgate.v1.Host/RemoveFile", &sandgate__v1__remove_file_request__descriptor,
+     do_remove_file, NULL},
+    {"/sandgate.v1.Host/RenameFile", &sandgate__v1__rename_file_request__descriptor,
+     do_rename_file, NULL},
+    {"/sandgate.v1.Host/WriteFileAt", &sandgate__v1__host_write_at_request__descriptor,
+     do_write_at, NULL},
+    {"/sandgate.v1.Host/DownloadFile", &sandgate__v1__download_file_request__descriptor,
+     do_download, NULL},
+    {"/sandgate.v1.Host/WatchFiles", &sandgate__v1__watch_files_request__descriptor, do_watch,
      NULL},
 };
 

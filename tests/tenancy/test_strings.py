@@ -111,7 +111,7 @@ class Strings(unittest.TestCase):
 
     def pub(self, rpc, data, key=KB):
         return raw_call(self.api.channel, "/sandgate.v1.Sandboxes/" + rpc, data, key,
-                        stream=rpc in ("RunCode", "Exec"))
+                        stream=rpc in ("RunCode", "Exec", "DownloadFile", "WatchFiles"))
 
     def alive(self):
         code, _, _, _ = self.api.status("GetSandbox", self.pb.GetSandboxRequest(
@@ -154,6 +154,23 @@ class Strings(unittest.TestCase):
              dict({"path": (plain(3), "path", "w.txt", 4095)}, **ref)),
             ("ReadFile", pb.ReadFileRequest(sandbox_id=sid, user_id="u1", path="w.txt"),
              dict({"path": (plain(3), "path", "w.txt", 4095)}, **ref)),
+            # the workspace file calls (issue 17.3)
+            ("ListFiles", pb.ListFilesRequest(sandbox_id=sid, user_id="u1"),
+             dict({"path": (plain(3), "path", "d", 4095)}, **ref)),
+            ("StatFile", pb.StatFileRequest(sandbox_id=sid, user_id="u1"),
+             dict({"path": (plain(3), "path", "w.txt", 4095)}, **ref)),
+            ("MakeDir", pb.MakeDirRequest(sandbox_id=sid, user_id="u1", path="d"),
+             dict({"path": (plain(3), "path", "d", 4095)}, **ref)),
+            ("RemoveFile", pb.RemoveFileRequest(sandbox_id=sid, user_id="u1", path="zz"),
+             dict({"path": (plain(3), "path", "zz", 4095)}, **ref)),
+            ("RenameFile", pb.RenameFileRequest(sandbox_id=sid, user_id="u1", from_path="zz",
+                                                to_path="zy"),
+             dict({"from_path": (plain(3), "from_path", "zz", 4095),
+                   "to_path": (plain(4), "to_path", "zy", 4095)}, **ref)),
+            ("DownloadFile", pb.DownloadFileRequest(sandbox_id=sid, user_id="u1", path="w.txt"),
+             dict({"path": (plain(3), "path", "w.txt", 4095)}, **ref)),
+            ("WatchFiles", pb.WatchFilesRequest(sandbox_id=sid, user_id="u1"),
+             dict({"path": (plain(3), "path", "d", 4095)}, **ref)),
             # KillSandbox last: if a bad id got through, the sandbox would be gone
             ("KillSandbox", pb.KillSandboxRequest(sandbox_id=sid, user_id="u1"), ref),
         ]
@@ -179,6 +196,70 @@ class Strings(unittest.TestCase):
                         n += 1
             self.assertTrue(self.alive(), "sandbox gone after %s" % rpc)
         sys.stderr.write("\n%d field cases refused\n" % n)
+
+    def upload(self, msgs, key=KB):
+        """(code, details) of an UploadFile whose messages are raw bytes."""
+        try:
+            self.api.channel.stream_unary("/sandgate.v1.Sandboxes/UploadFile")(
+                iter(msgs), metadata=[("authorization", "Bearer " + key)], timeout=60)
+            return C.OK, ""
+        except grpc.RpcError as e:
+            return e.code(), e.details() or ""
+
+    def test_upload_fields(self):
+        # the client-streaming call: every string of its first and later messages
+        pb, sid = self.pb, self.sid
+        head = pb.UploadFileRequest(user_id="u1", data=b"x").SerializeToString()
+        good = ld(1, sid) + ld(3, "up.txt")
+        for field, make, shown in (("sandbox_id", lambda v: ld(1, v) + ld(3, "up.txt"),
+                                    "sandbox_id"),
+                                   ("user_id", lambda v: ld(1, sid) + ld(3, "up.txt") + ld(2, v),
+                                    "user_id"),
+                                   ("path", lambda v: ld(1, sid) + ld(3, v), "path")):
+            for what, v, want in (("NUL", b"up\0junk", "contains a NUL byte"),
+                                  ("invalid UTF-8", b"up\xff", "not valid UTF-8")):
+                with self.subTest(field=field, value=what, message="first"):
+                    code, details = self.upload([head + make(v)])
+                    self.assertEqual((code, details), (C.INVALID_ARGUMENT,
+                                                       "%s: %s" % (shown, want)))
+                with self.subTest(field=field, value=what, message="later"):
+                    code, details = self.upload([head + good, make(v)])
+                    self.assertEqual(code, C.INVALID_ARGUMENT, details)
+                    self.assertTrue(details.startswith(shown + ": "), details)
+        # later messages carry data only
+        code, details = self.upload([head + good, pb.UploadFileRequest(
+            path="other.txt", data=b"y").SerializeToString()])
+        self.assertEqual(code, C.INVALID_ARGUMENT)
+        self.assertTrue(details.startswith("path: set on a later message"), details)
+        # the file the refused calls named was never written
+        code, _, _, _ = self.api.status("ReadFile", pb.ReadFileRequest(
+            sandbox_id=sid, user_id="u1", path="up"), KB)
+        self.assertEqual(code, C.NOT_FOUND)
+
+    def test_ranges_of_file_fields(self):
+        pb, sid = self.pb, self.sid
+        for rpc, req, want in (
+                ("ListFiles", pb.ListFilesRequest(sandbox_id=sid, user_id="u1",
+                                                  max_entries=10001),
+                 "max_entries: 10001; at most 10000"),
+                ("MakeDir", pb.MakeDirRequest(sandbox_id=sid, user_id="u1", path="d",
+                                              mode=0o1000), "mode: 01000; at most 0777"),
+                ("DownloadFile", pb.DownloadFileRequest(sandbox_id=sid, user_id="u1",
+                                                        path="w.txt", chunk_bytes=(4 << 20) + 1),
+                 "chunk_bytes: 4194305; at most 4194304")):
+            with self.subTest(rpc=rpc):
+                code, details = self.pub(rpc, req.SerializeToString())
+                self.assertEqual((code, details), (C.INVALID_ARGUMENT, want))
+        code, details = self.upload([pb.UploadFileRequest(sandbox_id=sid, user_id="u1",
+                                                          path="m.txt", mode=0o1000)
+                                     .SerializeToString()])
+        self.assertEqual((code, details), (C.INVALID_ARGUMENT, "mode: 01000; at most 0777"))
+        big = pb.UploadFileRequest(data=b"z" * ((4 << 20) + 1)).SerializeToString()
+        code, details = self.upload([pb.UploadFileRequest(sandbox_id=sid, user_id="u1",
+                                                          path="m.txt").SerializeToString(), big])
+        self.assertEqual((code, details),
+                         (C.INVALID_ARGUMENT, "data: 4194305 bytes in one message; at most "
+                                              "4194304"))
 
     def test_nul_does_not_act(self):
         # "<id>\0junk" would kill the real sandbox

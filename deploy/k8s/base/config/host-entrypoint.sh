@@ -10,6 +10,8 @@
 #    per name, so it must be stable per node across pod restarts and at most
 #    16 of [a-z0-9]: "n" + 15 hex digits of the node name's SHA-256.
 # 3. The address gateways dial: the pod IP (downward API) and the port.
+# 4. Drain: `kubectl annotate pod <pod> sandgate.io/drain=true`; the pod's
+#    annotations reach the host through the downward API volume podinfo.
 set -eu
 cg=/sys/fs/cgroup
 if [ -f "$cg/cgroup.controllers" ]; then
@@ -20,4 +22,4 @@ fi
 name="n$(printf %s "$NODE_NAME" | sha256sum | cut -c1-15)"
 case "$POD_IP" in *:*) addr="[$POD_IP]:7444" ;; *) addr="$POD_IP:7444" ;; esac
 exec /usr/local/bin/sandgate-host --config /etc/sandgate/host/host.yaml \
-  --name "$name" --advertise "$addr" "$@"
+  --name "$name" --advertise "$addr" --drain-file /etc/sandgate/podinfo/annotations "$@"

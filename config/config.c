@@ -2,15 +2,16 @@
  * with the same tree and diagnostics as the policy: every error is
  * "file:line:col: key.path: message", unknown keys are errors, and all
  * errors are reported. Relative paths are resolved against the config
- * file's directory. Owns config.h; leaves the policy file to load.c. */
+ * file's directory. Owns config.h; leaves the policy file to policy/. The
+ * YAML tree and its diagnostics are policy/tree.h's, so both read alike. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "policy/config.h"
-#include "policy/internal.h"
+#include "config/config.h"
+#include "policy/tree.h"
 #include "policy/lint.h"
 
 typedef struct cctx {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "policy/config.h"
+#include "config/config.h"
 
 static char tmpdir[256];
 
