@@ -305,7 +305,8 @@ static void host_template(cctx *c, const ynode *m, const char *path, config_temp
 {
     static const char *const keys[] = {"name",    "python",       "preload",
                                        "ro_binds", "symlinks",    "contain",
-                                       "pool",    "rotate_forks", "rotate_after", NULL};
+                                       "pool",    "rotate_forks", "rotate_after",
+                                       "isolation", NULL};
     ymap_check(&c->d, m, path, keys);
     char sub[YPATH_MAX];
     t->name = req_str(c, m, path, "name");
@@ -329,6 +330,56 @@ static void host_template(cctx *c, const ynode *m, const char *path, config_temp
     ypath_key(sub, sizeof sub, path, "rotate_after");
     if (ymap_get(m, "rotate_after"))
         y_duration(&c->d, ymap_get(m, "rotate_after"), sub, &t->rotate_after);
+    t->isolation = SG_ISOLATION_PROCESS;
+    const ynode *iso = ymap_get(m, "isolation");
+    const char *s;
+    ypath_key(sub, sizeof sub, path, "isolation");
+    if (iso && y_str(&c->d, iso, sub, &s) == 0 && sg_isolation_parse(s, &t->isolation) < 0)
+        pol_err(&c->d, iso, sub, "template '%s': unknown isolation '%s', expected " SG_ISOLATION_EXPECTED,
+                t->name ? t->name : "?", s);
+}
+
+/* A runsc global flag an operator may add: --name or --name=value, and not
+ * one sandgate sets itself (a second --network or --root would override
+ * the driver's and weaken or break isolation) or a test-only flag. */
+static const char *runsc_flag_ok(const char *s)
+{
+    static const char *const owned[] = {"root", "platform", "network", "host-uds", NULL};
+    if (strncmp(s, "--", 2) != 0 || !s[2] || s[2] == '-' || s[2] == '=')
+        return "expected --name or --name=value";
+    const char *name = s + 2;
+    size_t n = strcspn(name, "=");
+    if (strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") < n)
+        return "expected --name or --name=value";
+    if (strncmp(name, "TESTONLY", 8) == 0)
+        return "test-only runsc flags are refused";
+    for (size_t i = 0; owned[i]; i++)
+        if (strlen(owned[i]) == n && strncmp(name, owned[i], n) == 0)
+            return "set by sandgate itself (use gvisor.root / gvisor.platform); refused";
+    return NULL;
+}
+
+/* gvisor: {runsc, platform, flags, root} — how the gvisor driver runs runsc. */
+static void host_gvisor(cctx *c, const ynode *m, config_gvisor *g)
+{
+    static const char *const keys[] = {"runsc", "platform", "flags", "root", NULL};
+    if (y_is(&c->d, m, "gvisor", YN_MAP) < 0)
+        return;
+    ymap_check(&c->d, m, "gvisor", keys);
+    free(g->runsc);
+    g->runsc = opt_str(c, m, "gvisor", "runsc", CONFIG_RUNSC_DEFAULT);
+    if (g->runsc && g->runsc[0] != '/')
+        pol_err(&c->d, ymap_get(m, "runsc"), "gvisor.runsc", "'%s': expected an absolute path", g->runsc);
+    free(g->platform);
+    g->platform = opt_str(c, m, "gvisor", "platform", CONFIG_RUNSC_PLATFORM_DEFAULT);
+    if (g->platform && strcmp(g->platform, "ptrace") != 0 && strcmp(g->platform, "systrap") != 0 &&
+        strcmp(g->platform, "kvm") != 0)
+        pol_err(&c->d, ymap_get(m, "platform"), "gvisor.platform",
+                "unknown platform '%s', expected ptrace, systrap or kvm", g->platform);
+    g->flags = str_list(c, m, "gvisor", "flags", &g->n_flags, runsc_flag_ok);
+    g->root = opt_str(c, m, "gvisor", "root", NULL);
+    if (g->root && g->root[0] != '/')
+        pol_err(&c->d, ymap_get(m, "root"), "gvisor.root", "'%s': expected an absolute path", g->root);
 }
 
 /* reserve: {fds, memory, pids} — what admission control keeps free. */
@@ -427,7 +478,8 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
     }
     static const char *const keys[] = {"listen", "name", "threads", "runtime_dir", "state_dir",
                                        "cgroup_root", "uid_base", "max_sandboxes", "reserve",
-                                       "templates", "metrics_listen", "registry", NULL};
+                                       "templates", "metrics_listen", "registry", "gvisor",
+                                       NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
     if (out->listen)
@@ -463,6 +515,10 @@ int config_host_load(const char *path, config_host *out, policy_errors *errs)
         host_templates(&c, ymap_get(root, "templates"), out);
     if (ymap_get(root, "registry"))
         parse_registry(&c, ymap_get(root, "registry"), &out->registry, 1);
+    out->gvisor.runsc = strdup(CONFIG_RUNSC_DEFAULT);
+    out->gvisor.platform = strdup(CONFIG_RUNSC_PLATFORM_DEFAULT);
+    if (ymap_get(root, "gvisor"))
+        host_gvisor(&c, ymap_get(root, "gvisor"), &out->gvisor);
     int r = close_tree(&c);
     if (r < 0)
         config_host_cleanup(out);
@@ -494,5 +550,9 @@ void config_host_cleanup(config_host *h)
         free_list(t->symlinks, t->n_symlinks);
     }
     free(h->templates);
+    free(h->gvisor.runsc);
+    free(h->gvisor.platform);
+    free_list(h->gvisor.flags, h->gvisor.n_flags);
+    free(h->gvisor.root);
     memset(h, 0, sizeof *h);
 }

@@ -54,6 +54,17 @@
  *                                  # secret) after this many sandboxes were handed
  *                                  # out; 0 = never (host/drivers/process/zygote.c, docs/security.md)
  *       rotate_after: 300s         # ... or this long after its first one; 0 = never
+ *       isolation: process         # process (default) | gvisor: the driver that runs
+ *                                  # it; a policy's minimum is checked against this
+ *   gvisor:                        # optional: how the gvisor driver runs runsc
+ *     runsc: /usr/bin/runsc        # absolute path (default /usr/bin/runsc)
+ *     platform: ptrace             # ptrace (default) | systrap | kvm
+ *     flags: ["--debug"]           # extra runsc global flags, each --name or
+ *                                  # --name=value; the ones sandgate sets itself
+ *                                  # (--root, --platform, --network, --host-uds)
+ *                                  # and --TESTONLY-* are refused
+ *     root: /run/sandgate/runsc    # runsc --root, its state dir (absolute);
+ *                                  # default <runtime_dir>/runsc
  */
 #ifndef SG_CONFIG_H
 #define SG_CONFIG_H
@@ -61,6 +72,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/isolation.h"
 #include "policy/policy.h"
 
 typedef struct config_host_ref {
@@ -100,7 +112,19 @@ typedef struct config_template {
     int pool;              /* warm sandboxes to keep, 0..CONFIG_POOL_MAX */
     uint32_t rotate_forks; /* sandboxes per zygote generation; 0 = no limit */
     uint32_t rotate_after; /* seconds a generation serves after its first; 0 = no limit */
+    sg_isolation isolation;  /* PROCESS (default) or GVISOR; never UNSET after load */
 } config_template;
+
+/* The gvisor driver's runsc invocation (host file, `gvisor:`). */
+typedef struct config_gvisor {
+    char *runsc;           /* absolute path; default CONFIG_RUNSC_DEFAULT */
+    char *platform;        /* "ptrace" (default), "systrap" or "kvm" */
+    char **flags; size_t n_flags;   /* extra global flags, checked at load */
+    char *root;            /* runsc --root; NULL = "<runtime_dir>/runsc" */
+} config_gvisor;
+
+#define CONFIG_RUNSC_DEFAULT "/usr/bin/runsc"
+#define CONFIG_RUNSC_PLATFORM_DEFAULT "ptrace"
 
 #define CONFIG_POOL_DEFAULT 4
 #define CONFIG_RESERVE_FDS 64
@@ -129,6 +153,7 @@ typedef struct config_host {
     uint32_t reserve_pids;
     config_template *templates;
     size_t n_templates;
+    config_gvisor gvisor;  /* always filled (defaults when the section is absent) */
 } config_host;
 
 int config_gateway_load(const char *path, config_gateway *out, policy_errors *errs);

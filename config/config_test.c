@@ -99,6 +99,9 @@ static void test_local_host(void **state)
     assert_string_equal(t->symlinks[0], "usr/bin:/bin");
     assert_true(t->contain);
     assert_int_equal(t->pool, 4);
+    assert_int_equal(t->isolation, SG_ISOLATION_PROCESS);
+    assert_string_equal(h.gvisor.runsc, "/usr/bin/runsc");
+    assert_string_equal(h.gvisor.platform, "ptrace");
     config_host_cleanup(&h);
     policy_errors_cleanup(&errs);
 }
@@ -134,6 +137,26 @@ static void test_defaults_and_paths(void **state)
     assert_int_equal(hp.templates[0].rotate_after, CONFIG_ROTATE_AFTER_DEFAULT);
     assert_int_equal(hp.templates[1].rotate_forks, 0);
     assert_int_equal(hp.templates[1].rotate_after, 600);
+    assert_int_equal(hp.templates[0].isolation, SG_ISOLATION_PROCESS);
+    assert_string_equal(hp.gvisor.runsc, CONFIG_RUNSC_DEFAULT);
+    assert_string_equal(hp.gvisor.platform, CONFIG_RUNSC_PLATFORM_DEFAULT);
+    assert_int_equal(hp.gvisor.n_flags, 0);
+    assert_null(hp.gvisor.root);
+    config_host_cleanup(&hp);
+
+    p = write_tmp("hg.yaml", "listen: \"0.0.0.0:1\"\nname: h\ntemplates:\n"
+                             "  - {name: a, python: /p, isolation: process}\n"
+                             "  - {name: b, python: /p, isolation: gvisor}\n"
+                             "gvisor:\n  runsc: /opt/runsc\n  platform: systrap\n"
+                             "  flags: [\"--debug\", \"--strace-syscalls=open\"]\n  root: /var/run/rs\n");
+    assert_int_equal(config_host_load(p, &hp, &errs), 0);
+    assert_int_equal(hp.templates[0].isolation, SG_ISOLATION_PROCESS);
+    assert_int_equal(hp.templates[1].isolation, SG_ISOLATION_GVISOR);
+    assert_string_equal(hp.gvisor.runsc, "/opt/runsc");
+    assert_string_equal(hp.gvisor.platform, "systrap");
+    assert_int_equal(hp.gvisor.n_flags, 2);
+    assert_string_equal(hp.gvisor.flags[1], "--strace-syscalls=open");
+    assert_string_equal(hp.gvisor.root, "/var/run/rs");
     config_host_cleanup(&hp);
 
     p = write_tmp("hr.yaml", "listen: \"0.0.0.0:1\"\nname: h\n"
@@ -186,7 +209,7 @@ static const golden goldens[] = {
     {"host: template errors", "h1.yaml",
      "listen: \"127.0.0.1:7444\"\nname: local\nuid_base: 5\ntemplates:\n  - name: ci\n    python: python3\n    preload: [\"no such\"]\n    ro_binds: [usr]\n    symlinks: [\"usr/bin\"]\n    contain: maybe\n    extra: 1\n",
      "h1.yaml:3:11: uid_base: 5 is out of range, expected at least 1000\n"
-     "h1.yaml:11:5: templates[0].extra: unknown key 'extra', expected one of: name, python, preload, ro_binds, symlinks, contain, pool, rotate_forks, rotate_after\n"
+     "h1.yaml:11:5: templates[0].extra: unknown key 'extra', expected one of: name, python, preload, ro_binds, symlinks, contain, pool, rotate_forks, rotate_after, isolation\n"
      "h1.yaml:6:13: templates[0].python: 'python3': expected an absolute path\n"
      "h1.yaml:7:15: templates[0].preload[0]: 'no such': expected a Python module name\n"
      "h1.yaml:8:16: templates[0].ro_binds[0]: 'usr': expected an absolute path\n"
@@ -216,6 +239,26 @@ static const golden goldens[] = {
      "h5.yaml:6:3: reserve.cpu: unknown key 'cpu', expected one of: fds, memory, pids\n"
      "h5.yaml:4:8: reserve.fds: expected an integer, got 'many'\n"
      "h5.yaml:5:11: reserve.memory: expected a size such as 4096, 64KiB or 512MiB, got '3 apples'\n", 1},
+    {"host: unknown or mistyped isolation", "h6.yaml",
+     "listen: \"127.0.0.1:7444\"\nname: local\ntemplates:\n"
+     "  - {name: ci, python: /p, isolation: vm}\n"
+     "  - {name: cj, python: /p, isolation: GVISOR}\n"
+     "  - {name: ck, python: /p, isolation: [gvisor]}\n",
+     "h6.yaml:4:39: templates[0].isolation: template 'ci': unknown isolation 'vm', expected process or gvisor\n"
+     "h6.yaml:5:39: templates[1].isolation: template 'cj': unknown isolation 'GVISOR', expected process or gvisor\n"
+     "h6.yaml:6:39: templates[2].isolation: expected a string, got a list\n", 1},
+    {"host: gvisor section errors", "h7.yaml",
+     "listen: \"127.0.0.1:7444\"\nname: local\ngvisor:\n  runsc: runsc\n  platform: vm\n"
+     "  flags: [\"--network=host\", \"-x\", \"--TESTONLY-unsafe-nonroot\", \"--root=/x\", \"--debug\"]\n"
+     "  root: state\n  ptrace: 1\n",
+     "h7.yaml:8:3: gvisor.ptrace: unknown key 'ptrace', expected one of: runsc, platform, flags, root\n"
+     "h7.yaml:4:10: gvisor.runsc: 'runsc': expected an absolute path\n"
+     "h7.yaml:5:13: gvisor.platform: unknown platform 'vm', expected ptrace, systrap or kvm\n"
+     "h7.yaml:6:11: gvisor.flags[0]: '--network=host': set by sandgate itself (use gvisor.root / gvisor.platform); refused\n"
+     "h7.yaml:6:29: gvisor.flags[1]: '-x': expected --name or --name=value\n"
+     "h7.yaml:6:35: gvisor.flags[2]: '--TESTONLY-unsafe-nonroot': test-only runsc flags are refused\n"
+     "h7.yaml:6:64: gvisor.flags[3]: '--root=/x': set by sandgate itself (use gvisor.root / gvisor.platform); refused\n"
+     "h7.yaml:7:9: gvisor.root: 'state': expected an absolute path\n", 1},
 };
 
 static void test_goldens(void **state)

@@ -14,6 +14,19 @@
 
 #define GW_MAX_HOSTS 64
 
+/* Registry mode: what the host's last report said (host/registry.c). */
+#define GW_HOST_TEMPLATES 16
+typedef struct gw_host_load {
+    int64_t lease;              /* the host's etcd lease: claims for it are bound to it */
+    uint32_t capacity, live;    /* sandboxes; capacity 0 = not reported */
+    int64_t free_memory;        /* bytes */
+    size_t n_templates;
+    struct {
+        char name[64], isolation[24];
+        uint32_t pool_ready;    /* warm sandboxes ready now */
+    } templates[GW_HOST_TEMPLATES];
+} gw_host_load;
+
 typedef struct gw_host {
     /* Static mode: every field set before serving. Registry mode
      * (registry.c): a slot is filled once, then `present` is set; name never
@@ -32,6 +45,7 @@ typedef struct gw_host {
     int misses;                 /* health.c only: Checks in a row past their deadline */
     int reporting;              /* health.c only: a load report is in flight */
     int64_t next_report_ms;     /* health.c only: when to ask for the next */
+    atomic_uint placed;         /* registry mode: creates placed here since its last report */
 } gw_host;
 
 enum { GW_HOST_UNKNOWN = 0, GW_HOST_SERVING = 1, GW_HOST_NOT_SERVING = 2 };
@@ -89,6 +103,10 @@ static inline const char *gw_host_address(const gw_host *h)
 int gw_registry_start(sg_err *err);
 void gw_registry_stop(void);
 gw_host *gw_host_by_name(const char *name);
+/* The host's last report (registry mode); -1 if it sent none. Any thread. */
+int gw_host_load_get(const gw_host *h, gw_host_load *out);
+/* The etcd client registry mode runs on (NULL in the embedded mode). */
+struct etcd_client *gw_registry_etcd(void);
 /* The highest-scoring SERVING host for a dedupe key (rendezvous hashing by
  * host name) that is not draining; NULL when there is none. avoid (optional, per G.hosts
  * index): hosts to pass over unless no other is serving. */
@@ -138,6 +156,12 @@ void gw_fail_policy(rpc_call *c, int code, const char *reason, const char *rule,
 void gw_fail_not_found(rpc_call *c);
 /* UNAVAILABLE, reason HOST_UNAVAILABLE: the same for every caller and id. */
 void gw_fail_host_unavailable(rpc_call *c);
+/* UNAVAILABLE, reason HOST_LOST (registry mode): the sandbox's host lost
+ * its registration; the same for every caller and id naming that host. */
+void gw_fail_host_lost(rpc_call *c);
+/* UNAVAILABLE, reason REGISTRY_UNAVAILABLE: etcd did not answer a call a
+ * create needs (what is logged; the caller gets a fixed text). */
+void gw_fail_registry(rpc_call *c, const char *what, const char *why);
 /* INTERNAL with a fixed text; what and e are logged. */
 void gw_fail_internal(rpc_call *c, const char *what, const sg_err *e);
 /* NOT_FOUND, reason SANDBOX_LOST: only ever to the sandbox's owner. */

@@ -47,3 +47,44 @@ int gw_place_pick(const char *const *names, const int *usable, size_t n, const c
     }
     return best;
 }
+
+double gw_place_load_score(const gw_place_cand *c)
+{
+    uint32_t used = c->live + c->pending;
+    if (c->capacity && used >= c->capacity)
+        return -1.0;
+    double free_slots = c->capacity ? (double)(c->capacity - used) / c->capacity : 0.5;
+    double mem = (double)c->free_memory / (8.0 * 1024 * 1024 * 1024);
+    if (mem > 1)
+        mem = 1;
+    if (mem < 0)
+        mem = 0;
+    double warm = c->pool_ready > c->pending ? 1.0 : 0.0;
+    return 0.5 * free_slots + 0.3 * mem + 0.2 * warm;
+}
+
+int gw_place_by_load(const gw_place_cand *c, size_t n, uint64_t rnd)
+{
+    if (n == 0)
+        return -1;
+    size_t idx[256], m = n < 256 ? n : 256;
+    for (size_t i = 0; i < m; i++)
+        idx[i] = i;
+    size_t k = m < GW_PLACE_K ? m : GW_PLACE_K;
+    int best = -1;
+    double best_score = 0;
+    uint64_t x = rnd | 1;
+    for (size_t i = 0; i < k; i++) {
+        x = mix64(x + 0x9e3779b97f4a7c15ull);
+        size_t j = i + (size_t)(x % (m - i));   /* partial Fisher-Yates: k distinct */
+        size_t t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+        double s = gw_place_load_score(&c[idx[i]]);
+        if (best < 0 || s > best_score) {
+            best = (int)idx[i];
+            best_score = s;
+        }
+    }
+    return best;
+}

@@ -133,6 +133,64 @@ static void test_score_separates_name_and_key(void **state)
     assert_true(gw_place_score("h", "k") == gw_place_score("h", "k"));
 }
 
+/* Placement by load (registry mode): table rows for the score, then the
+ * sampling's properties. */
+static void test_load_score_rows(void **state)
+{
+    static const struct {
+        const char *name;
+        gw_place_cand a, b;
+        int a_wins;
+        const char *why;
+    } rows[] = {
+        {"free slots", {10, 2, 0, 1ll << 30, 0}, {10, 8, 0, 1ll << 30, 0}, 1,
+         "more free slots wins at equal memory and pool"},
+        {"pending counts", {10, 2, 7, 1ll << 30, 0}, {10, 4, 0, 1ll << 30, 0}, 0,
+         "creates placed since the report count as used"},
+        {"memory", {10, 5, 0, 8ll << 30, 0}, {10, 5, 0, 1ll << 30, 0}, 1,
+         "more free memory wins at equal slots"},
+        {"warm pool", {10, 5, 0, 1ll << 30, 2}, {10, 5, 0, 1ll << 30, 0}, 1,
+         "a ready warm sandbox wins"},
+        {"warm pool used up", {10, 5, 2, 1ll << 30, 2}, {10, 5, 0, 1ll << 30, 1}, 0,
+         "pending creates take the ready ones first"},
+        {"full", {10, 10, 0, 64ll << 30, 4}, {10, 9, 0, 0, 0}, 0,
+         "a full host loses to any host with a slot"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        double sa = gw_place_load_score(&rows[i].a), sb = gw_place_load_score(&rows[i].b);
+        if ((sa > sb) != rows[i].a_wins)
+            fail_msg("row %s: %.3f vs %.3f (%s)", rows[i].name, sa, sb, rows[i].why);
+    }
+    gw_place_cand full = {4, 4, 0, 0, 0};
+    assert_true(gw_place_load_score(&full) < 0);
+}
+
+static void test_load_sampling(void **state)
+{
+    /* 10 hosts, one nearly empty: it wins whenever sampled (about 3/10 of
+     * draws), never loses to a fuller one, and every draw picks one of its
+     * own sample; with 2 hosts both are always sampled. */
+    gw_place_cand c[10];
+    for (int i = 0; i < 10; i++)
+        c[i] = (gw_place_cand){100, 80, 0, 1ll << 30, 0};
+    c[7].live = 1;
+    int wins = 0;
+    for (uint64_t r = 1; r <= 3000; r++) {
+        int p = gw_place_by_load(c, 10, r * 0x2545F4914F6CDD1Dull);
+        assert_true(p >= 0 && p < 10);
+        wins += p == 7;
+    }
+    fprintf(stderr, "emptiest host chosen in %d of 3000 draws\n", wins);
+    assert_true(wins > 700 && wins < 1100);
+    gw_place_cand two[2] = {{10, 9, 0, 0, 0}, {10, 1, 0, 0, 0}};
+    for (uint64_t r = 1; r <= 100; r++)
+        assert_int_equal(gw_place_by_load(two, 2, r), 1);
+    assert_int_equal(gw_place_by_load(two, 0, 1), -1);
+    /* full hosts only if nothing else was sampled */
+    gw_place_cand f[2] = {{1, 1, 0, 0, 0}, {1, 1, 0, 0, 0}};
+    assert_true(gw_place_by_load(f, 2, 5) >= 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -142,6 +200,8 @@ int main(void)
         cmocka_unit_test(test_unusable_host_loses_only_its_keys),
         cmocka_unit_test(test_keys_spread_evenly),
         cmocka_unit_test(test_score_separates_name_and_key),
+        cmocka_unit_test(test_load_score_rows),
+        cmocka_unit_test(test_load_sampling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

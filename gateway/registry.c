@@ -38,7 +38,25 @@ static struct {
     atomic_int stop;
     void *retired[RETIRED_MAX]; /* old channels and addresses, kept until exit */
     size_t n_retired;
-} R = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    pthread_mutex_t load_mu;    /* guards load[] */
+    gw_host_load load[GW_MAX_HOSTS];
+    int has_load[GW_MAX_HOSTS];
+} R = {.mu = PTHREAD_MUTEX_INITIALIZER, .load_mu = PTHREAD_MUTEX_INITIALIZER};
+
+int gw_host_load_get(const gw_host *h, gw_host_load *out)
+{
+    if (!G.hosts || h < G.hosts || h >= G.hosts + G.n_hosts || !R.etcd)
+        return -1;
+    size_t i = (size_t)(h - G.hosts);
+    pthread_mutex_lock(&R.load_mu);
+    int ok = R.has_load[i];
+    if (ok)
+        *out = R.load[i];
+    pthread_mutex_unlock(&R.load_mu);
+    return ok ? 0 : -1;
+}
+
+struct etcd_client *gw_registry_etcd(void) { return R.etcd; }
 
 /* The string value of "key" in a host's report (which host/core/registry.c
  * writes without escapes); 0 or -1 when absent, escaped or too long. */
@@ -56,6 +74,55 @@ static int json_str(const char *json, size_t len, const char *key, char *out, si
     memcpy(out, p, (size_t)(end - p));
     out[end - p] = 0;
     return 0;
+}
+
+/* The number after "key": in json, or -1. */
+static int64_t json_num(const char *json, size_t len, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = memmem(json, len, pat, strlen(pat));
+    if (!p)
+        return -1;
+    p += strlen(pat);
+    int64_t v = 0;
+    int any = 0;
+    for (; p < json + len && *p >= '0' && *p <= '9'; p++, any = 1)
+        v = v * 10 + (*p - '0');
+    return any ? v : -1;
+}
+
+/* The report's load figures and templates (host/registry.c writes them as
+ * [{"name":..,"isolation":..,"pool_ready":N},...], no nesting). */
+static void parse_load(const char *json, size_t len, gw_host_load *l)
+{
+    memset(l, 0, sizeof *l);
+    int64_t v;
+    l->lease = (v = json_num(json, len, "lease")) > 0 ? v : 0;
+    l->capacity = (v = json_num(json, len, "capacity")) > 0 ? (uint32_t)v : 0;
+    l->live = (v = json_num(json, len, "live")) > 0 ? (uint32_t)v : 0;
+    l->free_memory = (v = json_num(json, len, "free_memory")) > 0 ? v : 0;
+    const char *p = memmem(json, len, "\"templates\":[", 13);
+    const char *end = json + len;
+    if (!p)
+        return;
+    p += 13;
+    while (p < end && *p == '{' && l->n_templates < GW_HOST_TEMPLATES) {
+        const char *close = memchr(p, '}', (size_t)(end - p));
+        if (!close)
+            break;
+        size_t ol = (size_t)(close - p + 1);
+        typeof(l->templates[0]) *t = &l->templates[l->n_templates];
+        if (json_str(p, ol, "name", t->name, sizeof t->name) == 0) {
+            if (json_str(p, ol, "isolation", t->isolation, sizeof t->isolation) != 0)
+                t->isolation[0] = 0;
+            t->pool_ready = (v = json_num(p, ol, "pool_ready")) > 0 ? (uint32_t)v : 0;
+            l->n_templates++;
+        }
+        p = close + 1;
+        if (p < end && *p == ',')
+            p++;
+    }
 }
 
 static int name_ok(const char *s)
@@ -127,6 +194,14 @@ static void host_put(const char *name, const char *json, size_t len)
         sg_log_info("registry: host %s at %s %s", name, address,
                     is_new ? "joined" : "moved");
     }
+    gw_host_load l;
+    parse_load(json, len, &l);
+    pthread_mutex_lock(&R.load_mu);
+    size_t i = (size_t)(h - G.hosts);
+    R.load[i] = l;
+    R.has_load[i] = 1;
+    atomic_store(&h->placed, 0);   /* the report's live count has them now */
+    pthread_mutex_unlock(&R.load_mu);
     if (!atomic_exchange(&h->registered, 1) && !is_new)
         sg_log_info("registry: host %s registered again", name);
     /* A report is one line of JSON that host/core/registry.c writes. */

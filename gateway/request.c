@@ -7,6 +7,7 @@
 
 #include <time.h>
 
+#include "gateway/claims.h"
 #include "gateway/request.h"
 #include "gateway/rules.h"
 #include "policy/query.h"
@@ -25,6 +26,8 @@ void gw_req_free(gw_req *r)
 {
     if (r->counted_action)
         tenancy_action_end(r->id.tenant);
+    if (r->claim)
+        gw_claim_free(r->claim);
     if (r->msg)
         protobuf_c_message_free_unpacked(r->msg, NULL);
     if (r->pol)
@@ -302,6 +305,14 @@ void gw_req_with_owner(gw_req *r, void (*next)(gw_req *r))
         !(r->host = gw_host_by_name(host))) {
         sg_err_set(&err, SG_ENOTFOUND, TENANCY_NOT_FOUND_MSG);
         gw_req_fail(r, &err);
+        return;
+    }
+    /* Registry mode: a host whose lease ended is lost, with every sandbox
+     * it had (their records and claims went with the lease): say so at
+     * once, the same for every id and caller naming it. */
+    if (G.cfg.registry.n_endpoints && !atomic_load(&r->host->registered)) {
+        gw_fail_host_lost(r->in);
+        gw_req_free(r);
         return;
     }
     /* A host the health checker sees down answers at once, before anything

@@ -24,6 +24,7 @@ typedef struct gw_req {
     int has_token;              /* the tenant uses end-user tokens and this one verified */
     tenancy_token token;
     int counted_action;         /* holds one of the tenant's concurrent-action slots */
+    struct gw_claim *claim;     /* owned: etcd mode create (claims.c) */
     void *user;                 /* the handler's own state (files.c's upload) */
     void (*user_free)(void *);  /* optional: frees user with r */
 } gw_req;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "gateway/claims.h"
 #include "gateway/request.h"
 #include "gateway/rules.h"
 #include "policy/query.h"
@@ -36,9 +37,15 @@ static grpc_byte_buffer *to_public_sandbox(void *arg, grpc_byte_buffer *bb)
         tenancy_owner_put(hs->sandbox->sandbox_id, hs->owner->tenant_id, hs->owner->user_id,
                           hs->owner->task_id);
     gw_req *r = arg;
-    if (hs->owner && !hs->reused && r->host)
+    if (hs->owner && !hs->reused && r->host && !r->claim)
         gw_counts_add((size_t)(r->host - G.hosts), r->id.tenant, hs->owner);
+    /* etcd mode: the task's last sandbox went with its host */
+    char *keep = hs->sandbox->lost_sandbox_id;
+    const char *lost = r->claim ? gw_claim_lost(r->claim) : "";
+    if (lost[0] && strcmp(lost, hs->sandbox->sandbox_id) != 0)
+        hs->sandbox->lost_sandbox_id = (char *)lost;
     grpc_byte_buffer *out = rpc_pack(&hs->sandbox->base);
+    hs->sandbox->lost_sandbox_id = keep;   /* borrowed: not for free_unpacked */
     protobuf_c_message_free_unpacked(&hs->base, NULL);
     return out;
 }
@@ -63,6 +70,8 @@ typedef struct create_parts {
     Sandgate__V1__Secret secrets[MAX_SECRETS], *secret_ptrs[MAX_SECRETS];
     char values[MAX_SECRETS][SECRET_MAX];
     char id[96], dedupe[400];
+    policy_limits lim;          /* the limits decided for this create */
+    gw_host *host;              /* etcd mode: the host placed on, before the claim */
 } create_parts;
 
 static void wipe_parts(create_parts *p)
@@ -216,6 +225,31 @@ static gw_host *create_host(gw_req *r, int holder, const char *dedupe, const int
     return h;
 }
 
+/* The host request's owner, limits and ids, once p->id is chosen. */
+static void fill_host_request(gw_req *r, Sandgate__V1__CreateSandboxRequest *req, create_parts *p,
+                              const policy_limits *limp)
+{
+    policy_limits lim = *limp;
+    sandgate__v1__owner__init(&p->owner);
+    p->owner.tenant_id = r->id.tenant;
+    p->owner.user_id = r->id.user;
+    p->owner.task_id = req->task_id;
+    sandgate__v1__limits__init(&p->limits);
+    p->limits.memory_bytes = lim.memory_bytes;
+    p->limits.cpu_millis = lim.cpu_millis;
+    p->limits.pids = lim.pids;
+    p->limits.disk_bytes = lim.disk_bytes;
+    p->limits.idle_timeout_seconds = lim.idle_timeout_s;
+    p->limits.max_file_bytes = lim.file_bytes;
+    req->ttl_seconds = lim.ttl_s;
+    p->hreq.request = req;
+    p->hreq.owner = &p->owner;
+    p->hreq.limits = &p->limits;
+    p->hreq.sandbox_id = p->id;
+    p->hreq.dedupe_key = p->dedupe;
+    p->hreq.egress_byte_cap = lim.egress_bytes;
+}
+
 /* While a host is down every create would say so: once a second is enough. */
 static _Atomic int64_t count_log_at;
 
@@ -290,23 +324,7 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
         wipe_parts(p);
         return;
     }
-    sandgate__v1__owner__init(&p->owner);
-    p->owner.tenant_id = r->id.tenant;
-    p->owner.user_id = r->id.user;
-    p->owner.task_id = req->task_id;
-    sandgate__v1__limits__init(&p->limits);
-    p->limits.memory_bytes = lim.memory_bytes;
-    p->limits.cpu_millis = lim.cpu_millis;
-    p->limits.pids = lim.pids;
-    p->limits.disk_bytes = lim.disk_bytes;
-    p->limits.idle_timeout_seconds = lim.idle_timeout_s;
-    p->limits.max_file_bytes = lim.file_bytes;
-    req->ttl_seconds = lim.ttl_s;
-    p->hreq.request = req;
-    p->hreq.owner = &p->owner;
-    p->hreq.limits = &p->limits;
-    p->hreq.sandbox_id = p->id;
-    p->hreq.dedupe_key = p->dedupe;
+    fill_host_request(r, req, p, &lim);
     size_t hi = (size_t)(r->host - G.hosts);
     policy_limits tl;
     if (policy_tenant_limits(r->pol, r->id.tenant, &tl) == 0) {
@@ -318,6 +336,133 @@ static void create_counted(gw_req *r, Sandgate__V1__HostListResponse **parts, si
     p->hreq.egress_byte_cap = lim.egress_bytes;
     gw_req_forward(r, "/sandgate.v1.Host/CreateSandbox", &p->hreq.base, to_public_sandbox, 60);
     wipe_parts(p);
+}
+
+/* ---- CreateSandbox, etcd mode (claims.c): the task is claimed in etcd
+ * before the host is asked, so every replica agrees on its one sandbox and
+ * the live-sandbox quotas are exact; the host's own quota check is off
+ * (the claim already counted), its dedupe still joins racing creates. */
+
+static void etcd_counted(gw_req *r);
+
+static void on_etcd_create_done(void *arg, grpc_status_code code)
+{
+    gw_req *r = arg;
+    if (code != GRPC_STATUS_OK)
+        gw_claim_rollback(r);   /* a no-op unless this create made the claim */
+    gw_req_free(r);
+}
+
+static void etcd_forward(gw_req *r, create_parts *p)
+{
+    Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    fill_host_request(r, req, p, &p->lim);
+    gw_fwd_opts o = {.rewrite = to_public_sandbox, .on_done = on_etcd_create_done, .arg = r,
+                     .timeout_s = 60, .sandbox_id = NULL};
+    gw_forward(r->in, r->host, "/sandgate.v1.Host/CreateSandbox", &p->hreq.base, &o);
+    wipe_parts(p);
+}
+
+/* Someone holds the task's claim: send this create to its host, with its
+ * id and dedupe key; the host answers with that sandbox (waiting for it to
+ * be ready if it is still starting, or starting it if this create got
+ * there first). */
+static void etcd_join(gw_req *r, create_parts *p, const char *id)
+{
+    const Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    char host[64];
+    gw_host *h = tenancy_sandbox_host(id, host, sizeof host) == 0 ? gw_host_by_name(host) : NULL;
+    if (!h || !atomic_load(&h->registered) || !gw_host_serving(h)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "the live sandbox of task %s is on a sandbox host that is not "
+                 "serving; retry later", req->task_id);
+        rpc_call_fail_info(r->in, GRPC_STATUS_UNAVAILABLE, msg, "HOST_UNAVAILABLE", NULL, 0);
+        gw_req_free(r);
+        wipe_parts(p);
+        return;
+    }
+    r->host = h;
+    snprintf(p->id, sizeof p->id, "%s", id);
+    etcd_forward(r, p);
+}
+
+static void on_etcd_committed(gw_req *r, int rc, void *arg)
+{
+    create_parts *p = arg;
+    if (rc < 0) {            /* answered; claims.c frees r */
+        wipe_parts(p);
+        return;
+    }
+    if (rc == 0) {
+        r->host = p->host;
+        etcd_forward(r, p);
+    } else if (rc == 1) {
+        etcd_join(r, p, gw_claim_existing(r->claim));
+    } else {
+        /* the counts moved under us: read and decide again */
+        char dedupe[400];
+        snprintf(dedupe, sizeof dedupe, "%s", p->dedupe);
+        wipe_parts(p);
+        gw_claim_read(r, dedupe, etcd_counted);
+    }
+}
+
+static void etcd_counted(gw_req *r)
+{
+    Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    sg_err e;
+    uint32_t live_tenant, live_user;
+    gw_claim_counts(r->claim, &live_tenant, &live_user);
+    policy_scope scope = POLICY_SCOPE_PER_TASK;
+    if (decide_create(r, req, live_tenant, live_user, &scope) != 0) {
+        gw_req_free(r);
+        return;
+    }
+    create_parts *p = calloc(1, sizeof *p);
+    policy_limits asked = {.ttl_s = req->ttl_seconds};
+    policy_decision d;
+    policy_decide_limits(r->pol, r->id.tenant, &asked, &p->lim, &d);
+    sandgate__v1__host_create_request__init(&p->hreq);
+    if (add_secrets(r, req, p) != 0) {
+        wipe_parts(p);
+        return;
+    }
+    add_egress(r, req, p);
+    p->hreq.egress_byte_cap = p->lim.egress_bytes;
+    tenancy_dedupe_key(scope, r->id.tenant, r->id.user, req->task_id, p->dedupe, sizeof p->dedupe);
+    const char *existing = gw_claim_existing(r->claim);
+    if (existing) {
+        etcd_join(r, p, existing);
+        return;
+    }
+    p->host = gw_claim_place(req->template_, &e);
+    if (!p->host) {
+        rpc_call_fail_info(r->in, GRPC_STATUS_UNAVAILABLE, e.msg, "HOST_UNAVAILABLE", NULL, 0);
+        gw_req_free(r);
+        wipe_parts(p);
+        return;
+    }
+    if (tenancy_new_sandbox_id(p->host->name, p->id, sizeof p->id, &e) != 0) {
+        gw_req_fail(r, &e);
+        wipe_parts(p);
+        return;
+    }
+    policy_limits tl = {0};
+    policy_tenant_limits(r->pol, r->id.tenant, &tl);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t expires = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)p->lim.ttl_s * 1000;
+    gw_claim_commit(r, p->host, p->id, req->template_, expires, tl.max_sandboxes_tenant,
+                    tl.max_sandboxes_user, on_etcd_committed, p);
+}
+
+static void create_etcd(gw_req *r)
+{
+    const Sandgate__V1__CreateSandboxRequest *req = (Sandgate__V1__CreateSandboxRequest *)r->msg;
+    char dedupe[400];
+    tenancy_dedupe_key(policy_tenant_scope(r->pol, r->id.tenant), r->id.tenant, r->id.user,
+                       req->task_id, dedupe, sizeof dedupe);
+    gw_claim_read(r, dedupe, etcd_counted);
 }
 
 static void on_create(rpc_call *c, void *data)
@@ -343,7 +488,10 @@ static void on_create(rpc_call *c, void *data)
         gw_req_fail(r, &e);
         return;
     }
-    gw_list_all(r, NULL, create_counted);
+    if (G.cfg.registry.n_endpoints)
+        create_etcd(r);
+    else
+        gw_list_all(r, NULL, create_counted);
 }
 
 /* ---- Get / Kill / Extend ---- */

@@ -48,6 +48,23 @@ void gw_fail_host_unavailable(rpc_call *c)
     rpc_call_fail_info(c, p.code, p.message, p.reason, NULL, 0);
 }
 
+void gw_fail_host_lost(rpc_call *c)
+{
+    rpc_call_fail_info(c, GRPC_STATUS_UNAVAILABLE,
+                       "the sandbox's host was lost (its registration ended: killed, crashed or "
+                       "cut off); its sandboxes are gone; create the task's sandbox again",
+                       "HOST_LOST", NULL, 0);
+}
+
+void gw_fail_registry(rpc_call *c, const char *what, const char *why)
+{
+    sg_log_warn("registry: %s: %s", what, why ? why : "etcd did not answer");
+    rpc_call_fail_info(c, GRPC_STATUS_UNAVAILABLE,
+                       "the sandbox registry (etcd) cannot be reached, so no sandbox can be "
+                       "created now; running sandboxes are not affected; retry later",
+                       "REGISTRY_UNAVAILABLE", NULL, 0);
+}
+
 void gw_fail_internal(rpc_call *c, const char *what, const sg_err *e)
 {
     sg_log_warn("%s: %s", what, e ? e->msg : "");

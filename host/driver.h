@@ -27,6 +27,11 @@
  *   EXIT, EGRESS + fd). EOF on it means the sandbox is gone.
  * - Contexts speak section 4 on the fds the supervisor (or the driver, by
  *   host_ctx_attach / host_ctx_joined) hands to the core.
+ * - The supervisor's `PID <pid>` names sb->pid (host pid namespace); the core
+ *   opens sb->pidfd on it, SIGKILLs it on kill, and serves WriteFile/ReadFile
+ *   through /proc/<pid>/root/workspace (host/core/files.c): that process's
+ *   root must be the sandbox's view of its files, its workspace at
+ *   /workspace (gvisor: the shim, chrooted into the view it gives runsc).
  *
  * Threads and locks: unless said otherwise an op runs with H.mu held, on the
  * loop thread (ticks, watches, reaping) or a gRPC handler thread (creates,
@@ -133,6 +138,10 @@ typedef struct host_driver {
 extern const host_driver *const host_drivers[];
 /* The driver named name, or NULL when this build has none. */
 const host_driver *host_driver_find(const char *name);
+/* The driver of a template's config `isolation`; NULL with err naming the
+ * template and isolation when this build has none. */
+struct config_template;
+const host_driver *host_driver_for(const struct config_template *c, sg_err *err);
 /* Set t->drv for each of the n templates from its config `isolation`, then
  * check() each driver in use. Nonzero with err naming the template and
  * isolation when one has no driver or its driver cannot run here. */

@@ -319,6 +319,13 @@ void host_metrics_egress(const char *kind, int allow, const char *rule, uint64_t
 /* registry.c — the host's entry in etcd (config registry:; a no-op without) */
 int host_registry_start(const char *advertise_default, sg_err *err);
 void host_registry_stop(void);
+/* A sandbox someone owned ended in this life (not an orderly stop): release
+ * its task claim, record and quota key in etcd (queued; H.mu may be held). */
+void host_registry_ended(const char *id, const char *tenant, const char *user,
+                         const char *dedupe);
+/* id ended in this life recently (its claim may not be released yet): a
+ * create that names it is a stale claim, not a race. */
+int host_registry_was_ended(const char *id);
 /* Drain (SIGUSR1): the entry says "draining" from now on, reported at once,
  * and gateways place no new task here; the sandboxes here keep running and
  * their tasks keep them. Until the host stops; a no-op without a registry. */

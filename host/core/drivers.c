@@ -26,11 +26,10 @@ const host_driver *host_driver_find(const char *name)
     return NULL;
 }
 
-/* The template's `isolation`; unset means "process". */
+/* The template's `isolation` (config.c defaults it to process). */
 static const char *isolation_of(const config_template *c)
 {
-    (void)c;
-    return "process";
+    return c->isolation == SG_ISOLATION_UNSET ? "process" : sg_isolation_name(c->isolation);
 }
 
 static void compiled(char *out, size_t n)
@@ -50,29 +49,36 @@ static int in_use(const host_driver *d)
     return 0;
 }
 
+const host_driver *host_driver_for(const config_template *c, sg_err *err)
+{
+    const char *iso = isolation_of(c);
+    const host_driver *d = host_driver_find(iso);
+    if (!d) {
+        char have[256];
+        compiled(have, sizeof have);
+        sg_err_set(err, SG_EINVAL, "template %s: isolation \"%s\" has no driver in this "
+                   "sandgate-host (it has: %s); refusing to start", c->name, iso, have);
+    }
+    return d;
+}
+
 int host_drivers_bind(host_template *templates, size_t n, sg_err *err)
 {
-    for (size_t i = 0; i < n; i++) {
-        const char *iso = isolation_of(templates[i].cfg);
-        templates[i].drv = host_driver_find(iso);
-        if (!templates[i].drv) {
-            char have[256];
-            compiled(have, sizeof have);
-            return sg_err_set(err, SG_EINVAL, "template %s: isolation \"%s\" has no driver in "
-                              "this sandgate-host (it has: %s); refusing to start",
-                              templates[i].cfg->name, iso, have);
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        if (!(templates[i].drv = host_driver_for(templates[i].cfg, err)))
+            return SG_EINVAL;
     for (size_t k = 0; host_drivers[k]; k++) {
         const host_driver *d = host_drivers[k];
-        int used = 0;
-        for (size_t i = 0; i < n; i++)
-            used |= templates[i].drv == d;
-        if (used && d->check && d->check(err) != 0) {
+        const host_template *first = NULL;
+        for (size_t i = 0; i < n && !first; i++)
+            if (templates[i].drv == d)
+                first = &templates[i];
+        if (first && d->check && d->check(err) != 0) {
             char why[SG_ERR_MSG_MAX];
             snprintf(why, sizeof why, "%s", err ? err->msg : "");
-            return sg_err_set(err, SG_EINVAL, "isolation \"%s\" cannot run on this host: %s; "
-                              "refusing to start", d->name, why);
+            return sg_err_set(err, SG_EINVAL, "template %s: isolation \"%s\" cannot run on "
+                              "this host: %.300s; refusing to start", first->cfg->name, d->name,
+                              why);
         }
     }
     return 0;

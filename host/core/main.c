@@ -98,6 +98,11 @@ static int load_config(const char *path, const char *name, const char *runtime_d
         snprintf(sd, sizeof sd, "%s/state", H.cfg.runtime_dir);
         H.cfg.state_dir = strdup(sd);
     }
+    if (!H.cfg.gvisor.root) {
+        char gr[600];
+        snprintf(gr, sizeof gr, "%s/runsc", H.cfg.runtime_dir);
+        H.cfg.gvisor.root = strdup(gr);
+    }
     H.n_templates = H.cfg.n_templates;
     H.templates = calloc(H.n_templates, sizeof *H.templates);
     for (size_t i = 0; i < H.n_templates; i++)
@@ -143,6 +148,15 @@ static int check_config(const char *path, const char *name, const char *advertis
     for (size_t i = 0; i < errs.n; i++)
         sg_log_error("%s", errs.items[i]);
     policy_errors_cleanup(&errs);
+    /* every template's isolation has a driver here (whether it can run on
+     * this machine is for the start to find: it is not this machine) */
+    for (size_t i = 0; rc == 0 && i < c.n_templates; i++) {
+        sg_err derr;
+        if (!host_driver_for(&c.templates[i], &derr)) {
+            sg_log_error("%s: %s", path, derr.msg);
+            rc = -1;
+        }
+    }
     const char *adv = advertise ? advertise : c.registry.advertise ? c.registry.advertise : c.listen;
     if (rc == 0)
         sg_log_info("config %s: ok (host %s, %zu template(s), registry: %s%s)", path,

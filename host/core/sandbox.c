@@ -333,6 +333,16 @@ int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *ca
         pthread_mutex_unlock(&H.mu);
         return sg_err_set(err, SG_EEXISTS, "create: sandbox id %s is taken", req->sandbox_id);
     }
+    /* etcd mode: a gateway that read the task's claim just before this
+     * host released it names the ended sandbox. Never a second life for an
+     * id; the release is a moment away, so a retry creates anew. */
+    host_lost lost;
+    if (req->sandbox_id[0] &&
+        (host_registry_was_ended(req->sandbox_id) || host_journal_lost(req->sandbox_id, &lost) == 0)) {
+        pthread_mutex_unlock(&H.mu);
+        return sg_err_set(err, SG_EUNAVAIL, "create: the task's last sandbox %s has ended and "
+                          "its claim is being released; retry", req->sandbox_id);
+    }
     if (check_quota(req, err) != 0) {
         pthread_mutex_unlock(&H.mu);
         return err->code;
@@ -553,8 +563,12 @@ void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to)
         return;
     /* Ended in this life; an orderly stop (draining) ends none, so after the
      * restart they answer as lost (journal.c). */
-    if (!H.draining)
+    if (!H.draining) {
         host_journal_ended(sb->id);
+        /* An orderly stop revokes the lease instead: its keys go at once,
+         * and the task's history stays, so a new create says it was lost. */
+        host_registry_ended(sb->id, sb->tenant, sb->user, sb->dedupe);
+    }
     sb->state = SB_KILLING;
     unlink_table(sb);
     sb->next = H.dying;

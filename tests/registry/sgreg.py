@@ -60,3 +60,95 @@ class Etcd:
         return subprocess.run(["etcdctl", "--endpoints=" + self.ep, "--command-timeout=2s"] +
                               list(args), env=dict(os.environ, ETCDCTL_API="3"),
                               capture_output=True, text=True, timeout=10)
+
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("SANDGATE_BUILD", os.path.join(REPO, "build"))
+
+
+class Fleet:
+    """Gateways and hosts in etcd mode on loopback, all sharing one etcd
+    member and a fresh key prefix; every process stopped by PID in stop().
+    policy_text: the gateways' policy. Logs: <tmp>/<name>.log.
+
+        f = Fleet(tmp, etcd, policy_text, lease_ttl=2)
+        f.host("ha"); f.gateway("g1")   # -> "127.0.0.1:port"
+    """
+
+    def __init__(self, tmp, etcd, policy_text, lease_ttl=2, pool="1"):
+        import uuid
+        self.tmp, self.etcd, self.pool = tmp, etcd, pool
+        self.prefix = "/sgtest-%s/" % uuid.uuid4().hex[:8]
+        self.hosts, self.gateways, self.addrs = {}, {}, {}
+        reg = "registry:\n  etcd: [\"%s\"]\n  prefix: %s\n" % (etcd.ep, self.prefix)
+        self.policy = os.path.join(tmp, "policy.yaml")
+        with open(self.policy, "w") as f:
+            f.write(policy_text)
+        with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
+            self.host_yaml = os.path.join(tmp, "host.yaml")
+            with open(self.host_yaml, "w") as out:
+                out.write(f.read() + reg + "  lease_ttl: %d\n" % lease_ttl)
+        self.gw_yaml = os.path.join(tmp, "gateway.yaml")
+        with open(self.gw_yaml, "w") as f:
+            f.write("listen: \"127.0.0.1:1\"\npolicy: \"%s\"\naudit_log: \"%s\"\n%s" % (
+                self.policy, os.path.join(tmp, "audit.log"), reg))
+
+    def log(self, name):
+        with open(os.path.join(self.tmp, name + ".log")) as f:
+            return f.read()
+
+    def _spawn(self, name, argv, env=None):
+        log = open(os.path.join(self.tmp, name + ".log"), "a")
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                             env=dict(os.environ, **(env or {})))
+        log.close()
+        return p
+
+    def host(self, name, wait_registered=True):
+        d = os.path.join(self.tmp, name)
+        os.makedirs(os.path.join(d, "rt"), exist_ok=True)
+        pf = os.path.join(d, "port")
+        if os.path.exists(pf):
+            os.unlink(pf)
+        p = self._spawn(name, [os.path.join(BUILD, "bin", "sandgate-host"), "--config",
+                               self.host_yaml, "--listen", "127.0.0.1:%d" % free_port(),
+                               "--name", name, "--runtime-dir", os.path.join(d, "rt"),
+                               "--state-dir", os.path.join(d, "state"), "--port-file", pf],
+                        {"SANDGATE_POOL_SIZE": self.pool})
+        self.hosts[name] = p
+        wait(lambda: os.path.exists(pf) or p.poll() is not None, "host %s to start" % name, 30)
+        assert p.poll() is None, self.log(name)[-3000:]
+        if wait_registered:
+            wait(lambda: self.etcd.ctl("get", self.prefix + "hosts/" + name).stdout.strip() != "",
+                 "host %s to register" % name, 30)
+        return p
+
+    def gateway(self, name):
+        pf = os.path.join(self.tmp, name + ".port")
+        p = self._spawn(name, [os.path.join(BUILD, "bin", "sandgate"), "--config", self.gw_yaml,
+                               "--listen", "127.0.0.1:0", "--port-file", pf])
+        self.gateways[name] = p
+        wait(lambda: os.path.exists(pf) or p.poll() is not None, "gateway %s" % name, 15)
+        assert p.poll() is None, self.log(name)[-3000:]
+        self.addrs[name] = "127.0.0.1:" + read(pf)
+        return self.addrs[name]
+
+    def kill(self, name, sig=None):
+        import signal
+        p = self.hosts.pop(name, None) or self.gateways.pop(name, None)
+        if p and p.poll() is None:
+            p.send_signal(sig or signal.SIGTERM)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def keys(self, what):
+        """Keys under <prefix><what>/ (etcdctl, keys only)."""
+        r = self.etcd.ctl("get", "--prefix", "--keys-only", self.prefix + what + "/")
+        return [k for k in r.stdout.split("\n") if k.strip()]
+
+    def stop(self):
+        for name in list(self.hosts) + list(self.gateways):
+            self.kill(name)

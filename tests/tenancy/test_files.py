@@ -222,12 +222,17 @@ class Files(unittest.TestCase):
         it, q = self.watch()
         self.run_code("import os; os.makedirs('/workspace/w/deep', exist_ok=True)\n"
                       "open('/workspace/w/deep/out.txt', 'w').write('hello' * 100)")
-        seen = self.events_until(q, lambda e: e.type == pb.FILE_EVENT_MODIFY and
-                                 e.path == "w/deep/out.txt")
+        # makedirs + write can all happen before the watch on w/deep exists:
+        # its contents then come as CREATE from the scan of the new directory
+        seen = self.events_until(q, lambda e: e.path == "w/deep/out.txt")
         kinds = [(e.type, e.path) for e in seen if not isinstance(e, tuple)]
         self.assertIn((pb.FILE_EVENT_CREATE, "w"), kinds)
         self.assertIn((pb.FILE_EVENT_CREATE, "w/deep/out.txt"), kinds)
-        self.assertIn((pb.FILE_EVENT_MODIFY, "w/deep/out.txt"), kinds)
+        # with the watch in place, a write is a MODIFY
+        self.run_code("open('/workspace/w/deep/out.txt', 'w').write('hello' * 100)")
+        seen = self.events_until(q, lambda e: e.type == pb.FILE_EVENT_MODIFY and
+                                 e.path == "w/deep/out.txt")
+        self.assertEqual((seen[-1].type, seen[-1].path), (pb.FILE_EVENT_MODIFY, "w/deep/out.txt"))
         # ListFiles: one level, recursive, capped
         code, details, r = self.st("ListFiles", pb.ListFilesRequest(sandbox_id=self.sid,
                                                                    user_id="u1", path="w"))
