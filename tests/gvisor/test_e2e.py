@@ -50,7 +50,8 @@ def tearDownModule():
 
 class E2E(unittest.TestCase):
     def create(self, task, *extra):
-        # the pool is made ahead: wait for it on the first create
+        # a loaded machine warms a gvisor sandbox slowly: take one that is ready
+        test_driver.wait_for(lambda: test_driver.pool_ready(D) >= 1, 120, "a warm sandbox")
         r = D.cli("create", "--template", T, "--task", task, *extra)
         self.assertEqual(r.returncode, 0, r.stderr)
         sid = r.stdout.strip()
