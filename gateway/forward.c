@@ -6,11 +6,18 @@
  * follows it at once, and goes out with it. Unary: one batch to the host, and
  * the reply and status to the client in one batch. A failing status is
  * answered in its public form (status.c): grpc's own text never reaches the
- * client. */
+ * client.
+ *
+ * Registry mode: streams in flight are listed per host, so that when a
+ * host's registration ends (its lease: killed, or cut off with no TCP reset
+ * to end the stream) they are cancelled at once and answered HOST_LOST
+ * instead of waiting for their deadline (gw_forward_host_lost). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "gateway/gw.h"
 
 typedef struct gw_fwd {
@@ -21,10 +28,62 @@ typedef struct gw_fwd {
     const char *method;       /* borrowed: a string literal */
     grpc_byte_buffer *last;   /* owned: the held last message (opts.last_field) */
     struct timespec started;  /* monotonic */
+    struct gw_fwd *prev, *next;   /* in_flight list (streams), under fl_mu */
+    int listed;
+    int lost;                     /* cancelled by gw_forward_host_lost */
 } gw_fwd;
+
+/* Recursive: a cancel can run the stream's on_done, which unlists it, on
+ * the cancelling thread. */
+static pthread_mutex_t fl_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static gw_fwd *in_flight;
+
+static void fl_add(gw_fwd *f)
+{
+    pthread_mutex_lock(&fl_mu);
+    f->next = in_flight;
+    if (in_flight)
+        in_flight->prev = f;
+    in_flight = f;
+    f->listed = 1;
+    pthread_mutex_unlock(&fl_mu);
+}
+
+static void fl_remove(gw_fwd *f)
+{
+    pthread_mutex_lock(&fl_mu);
+    if (f->listed) {
+        if (f->prev)
+            f->prev->next = f->next;
+        else
+            in_flight = f->next;
+        if (f->next)
+            f->next->prev = f->prev;
+        f->listed = 0;
+    }
+    pthread_mutex_unlock(&fl_mu);
+}
+
+void gw_forward_host_lost(const gw_host *h)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&fl_mu);
+    for (gw_fwd *f = in_flight, *next; f; f = next) {
+        next = f->next;   /* f may be unlisted and freed by its cancel */
+        if (f->host == h && f->out && !f->lost) {
+            f->lost = 1;
+            n++;
+            rpc_fwd_cancel(f->out);
+        }
+    }
+    pthread_mutex_unlock(&fl_mu);
+    if (n)
+        sg_log_info("host %s lost: %zu call(s) in flight to it cancelled", h->name, n);
+}
 
 static void fwd_end(gw_fwd *f, grpc_status_code code)
 {
+    fl_remove(f);
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     gw_metrics_forward(f->method, (double)(now.tv_sec - f->started.tv_sec) +
@@ -73,7 +132,13 @@ static void on_host_done(void *arg, grpc_status_code code, const char *details,
     } else {
         if (f->last)   /* queued: the status rides in its batch */
             rpc_call_send(f->in, f->last, NULL, NULL);
-        gw_fail_from_host(f->in, f->host, f->method, f->opts.sandbox_id, code, details, t);
+        pthread_mutex_lock(&fl_mu);
+        int lost = f->lost;
+        pthread_mutex_unlock(&fl_mu);
+        if (lost)
+            gw_fail_host_lost(f->in);
+        else
+            gw_fail_from_host(f->in, f->host, f->method, f->opts.sandbox_id, code, details, t);
     }
     f->last = NULL;
     fwd_end(f, code);
@@ -123,8 +188,15 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
     size_t n_md = rpc_call_trace_md(in, md);
     if (opts->stream) {
         static const rpc_fwd_cbs cbs = {on_host_message, on_host_done};
-        rc = rpc_fwd_start(gw_host_channel(h), cq, rpc_call_grpc(in), method, deadline, md, n_md,
-                           rpc_pack(req), &cbs, f, &err) ? 0 : -1;
+        if (G.cfg.registry.n_endpoints)
+            fl_add(f);   /* before the start: its on_done may come first */
+        pthread_mutex_lock(&fl_mu);   /* a host_lost waits until out is known */
+        rpc_fwd *out = rpc_fwd_start(gw_host_channel(h), cq, rpc_call_grpc(in), method, deadline,
+                                     md, n_md, rpc_pack(req), &cbs, f, &err);
+        rc = out ? 0 : -1;
+        if (out && f->listed)
+            f->out = out;
+        pthread_mutex_unlock(&fl_mu);
     } else {
         rc = rpc_unary_start(gw_host_channel(h), cq, rpc_call_grpc(in), method, deadline, md, n_md,
                              rpc_pack(req), on_host_reply, f, &err);

@@ -136,6 +136,9 @@ typedef struct gw_fwd_opts {
 
 void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMessage *req,
                 const gw_fwd_opts *opts);
+/* Registry mode: h's registration ended; cancel every stream in flight to
+ * it, each answered UNAVAILABLE/HOST_LOST. Any thread. */
+void gw_forward_host_lost(const gw_host *h);
 
 /* service.c */
 int gw_service_register(rpc_server *srv, sg_err *err);

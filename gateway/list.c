@@ -68,6 +68,12 @@ static void on_leg_done(void *arg, rpc_unary_result *res)
 
 void gw_list_all(gw_req *r, const char *user, gw_list_done done)
 {
+    gw_list_all_q(r, user, NULL, done);
+}
+
+void gw_list_all_q(gw_req *r, const char *user, const Sandgate__V1__HostListRequest *q,
+                   gw_list_done done)
+{
     list_op *op = calloc(1, sizeof *op);
     op->r = r;
     op->done = done;
@@ -79,6 +85,12 @@ void gw_list_all(gw_req *r, const char *user, gw_list_done done)
     sandgate__v1__host_list_request__init(&h);
     h.tenant_id = r->id.tenant;
     h.user_id = (char *)(user ? user : "");
+    if (q) {
+        h.n_metadata = q->n_metadata;
+        h.metadata = q->metadata;
+        h.after_id = q->after_id;
+        h.limit = q->limit;
+    }
     for (size_t i = 0; i < G.n_hosts; i++) {
         if (!gw_host_serving(&G.hosts[i])) {
             leg_done(op, GRPC_STATUS_UNAVAILABLE);

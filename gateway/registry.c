@@ -214,8 +214,10 @@ static void host_put(const char *name, const char *json, size_t len)
 static void host_gone(const char *name)
 {
     gw_host *h = slot_for(name, 0);
-    if (h && atomic_exchange(&h->registered, 0))
+    if (h && atomic_exchange(&h->registered, 0)) {
         sg_log_info("registry: host %s left (its entry expired or was removed)", name);
+        gw_forward_host_lost(h);
+    }
 }
 
 static void on_event(void *arg, int is_delete, const char *key, const uint8_t *val, size_t len,

@@ -61,6 +61,10 @@ int gw_req_count_action(gw_req *r);
 typedef void (*gw_list_done)(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n,
                              int failed);
 void gw_list_all(gw_req *r, const char *user, gw_list_done done);
+/* The same with the filter, cursor and limit of q (its tenant and user
+ * are ignored; borrowed until the legs are sent). */
+void gw_list_all_q(gw_req *r, const char *user, const Sandgate__V1__HostListRequest *q,
+                   gw_list_done done);
 
 /* counts.c — each host's last answer to the quota count, per tenant, for
  * when it cannot answer now. get returns a copy (free_unpacked) or NULL. */

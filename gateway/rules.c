@@ -28,9 +28,16 @@ static const rpc_field_rule create_fields[] = {
     {"egress.host", RPC_CS_ID, 253},
     {"secrets", RPC_CS_ID, ID_MAX},
     {"user_token", RPC_CS_ID, 1023},
+    {"metadata.key", RPC_CS_LABEL_KEY, POLICY_METADATA_KEY_MAX},
+    {"metadata.value", RPC_CS_TEXT, POLICY_METADATA_VALUE_MAX},
 };
 static const rpc_field_rule ref_fields[] = {SANDBOX_ID, USER_ID};
-static const rpc_field_rule list_fields[] = {USER_ID};
+static const rpc_field_rule list_fields[] = {
+    USER_ID,
+    {"metadata.key", RPC_CS_LABEL_KEY, POLICY_METADATA_KEY_MAX},
+    {"metadata.value", RPC_CS_TEXT, POLICY_METADATA_VALUE_MAX},
+    {"page_token", RPC_CS_ID, 255},
+};
 static const rpc_field_rule context_fields[] = {SANDBOX_ID, USER_ID,
                                                 {"language", RPC_CS_ID, 32}};
 static const rpc_field_rule run_fields[] = {SANDBOX_ID, USER_ID,
@@ -70,6 +77,23 @@ static const rpc_rules table[] = {
 const rpc_rules *gw_rules_for(const ProtobufCMessageDescriptor *d)
 {
     return rpc_rules_find(table, N(table), d);
+}
+
+int gw_check_metadata(const Sandgate__V1__CreateSandboxRequest *req, uint32_t max_bytes,
+                      uint32_t max_entries, sg_err *err)
+{
+    if (max_entries && req->n_metadata > max_entries)
+        return sg_err_set(err, SG_EINVAL,
+                          "metadata: %zu labels; the policy limit is %u (limits.metadata_entries)",
+                          req->n_metadata, max_entries);
+    uint64_t total = 0;
+    for (size_t i = 0; i < req->n_metadata; i++)
+        total += strlen(req->metadata[i]->key) + strlen(req->metadata[i]->value);
+    if (max_bytes && total > max_bytes)
+        return sg_err_set(err, SG_EINVAL,
+                          "metadata: %llu bytes (keys and values); the policy limit is %u "
+                          "(limits.metadata_bytes)", (unsigned long long)total, max_bytes);
+    return 0;
 }
 
 int gw_check_env(const Sandgate__V1__CreateSandboxRequest *req, uint64_t max_bytes,

@@ -13,6 +13,9 @@ const rpc_rules *gw_rules_for(const ProtobufCMessageDescriptor *d);
 
 /* A create's env against the policy's env_bytes (names + values, summed)
  * and env_entries: SG_EINVAL naming the limit. */
+/* CreateSandbox's labels against the tenant's policy limits. */
+int gw_check_metadata(const Sandgate__V1__CreateSandboxRequest *req, uint32_t max_bytes,
+                      uint32_t max_entries, sg_err *err);
 int gw_check_env(const Sandgate__V1__CreateSandboxRequest *req, uint64_t max_bytes,
                  uint32_t max_entries, sg_err *err);
 

@@ -137,6 +137,10 @@ struct host_sandbox {
     host_sandbox *next;              /* table chain */
     char id[HOST_ID_MAX];
     char tenant[128], user[128], task[128], template_name[64], dedupe[400];
+    /* labels from CreateSandbox, sorted by key; the entries, their strings
+     * and the pointer array are owned (host_sandbox_assign, freed with sb) */
+    Sandgate__V1__Sandbox__MetadataEntry *meta, **meta_ptrs;
+    size_t n_meta;
     host_sb_state state;
     int64_t created_ms, expires_ms, last_active_ms;   /* wall clock */
     uint32_t slot;                   /* uid = uid_base + slot */
@@ -246,6 +250,8 @@ int host_pool_log(void);
 host_sandbox *host_sandbox_find(const char *id);
 int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err);
 void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to);
+/* The value of sb's label key, or NULL. */
+const char *host_sandbox_label(const host_sandbox *sb, const char *key);
 void host_sandbox_fill(const host_sandbox *sb, Sandgate__V1__HostSandbox *out,
                        Sandgate__V1__Sandbox *sbuf, Sandgate__V1__Owner *obuf);
 void host_sandboxes_tick(int64_t now_us);

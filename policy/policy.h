@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/isolation.h"
 
 typedef struct policy policy;  /* opaque, refcounted, immutable */
 
@@ -79,6 +80,8 @@ typedef struct policy_limits {
     uint64_t egress_bytes;         /* per sandbox */
     uint64_t env_bytes;            /* CreateSandbox env: names + values, summed */
     uint32_t env_entries;          /* CreateSandbox env: variables */
+    uint32_t metadata_entries;     /* CreateSandbox metadata: labels */
+    uint32_t metadata_bytes;       /* CreateSandbox metadata: keys + values, summed */
     uint32_t max_sandboxes_tenant; /* live sandboxes */
     uint32_t max_sandboxes_user;
     uint32_t max_concurrent_actions;
@@ -92,6 +95,14 @@ typedef struct policy_limits {
 #define POLICY_ENV_BYTES_MAX (128u << 10)
 #define POLICY_ENV_ENTRIES_DEFAULT 256u
 #define POLICY_ENV_ENTRIES_MAX 1024u
+/* Sandbox labels (metadata): defaults and ceilings, and each key and value's
+ * bound (the edges check those: gateway/rules.c, host/core/rules.c). */
+#define POLICY_METADATA_ENTRIES_DEFAULT 16u
+#define POLICY_METADATA_ENTRIES_MAX 64u
+#define POLICY_METADATA_BYTES_DEFAULT (4u << 10)
+#define POLICY_METADATA_BYTES_MAX (16u << 10)
+#define POLICY_METADATA_KEY_MAX 63u
+#define POLICY_METADATA_VALUE_MAX 255u
 /* One variable, name + value: "NAME=VALUE" and its NUL within execve's
  * MAX_ARG_STRLEN (128 KiB); not a policy setting. */
 #define POLICY_ENV_VAR_MAX ((128u << 10) - 2)
@@ -164,6 +175,15 @@ void policy_decide_credentials(const policy *p, const char *tenant,
                                const char *const *asked, size_t n_asked,
                                policy_secret_grant *out, size_t *n_out,
                                policy_decision *dec);
+
+/* Isolation (docs/policy.md "Isolation"). A template's is what the policy
+ * says it runs under (process when it says nothing, or is unknown); a
+ * tenant's is the minimum its sandboxes need (UNSET: none). A create is
+ * denied when the template's is below the tenant's; an allowed create gets
+ * the template's, which the gateway sends to the host as the minimum the
+ * host's own template must meet. */
+sg_isolation policy_template_isolation(const policy *p, const char *template_name);
+sg_isolation policy_tenant_isolation(const policy *p, const char *tenant);
 
 /* Templates the policy names, and whether a tenant may use one. */
 int policy_template_allowed(const policy *p, const char *tenant, const char *template_name);

@@ -10,7 +10,7 @@
 static const char *const limit_keys[] = {
     "action_timeout", "ttl", "ttl_max", "idle_timeout", "output_bytes", "memory",
     "cpu_millis", "pids", "disk", "file_bytes", "egress_bytes", "env_bytes", "env_entries",
-    NULL};
+    "metadata_entries", "metadata_bytes", NULL};
 static const char *const quota_keys[] = {
     "sandboxes_per_tenant", "sandboxes_per_user", "concurrent_actions", "rate_per_s",
     "rate_burst", NULL};
@@ -22,7 +22,9 @@ static void default_limits(policy_limits *l)
         .output_bytes = 64 << 10, .memory_bytes = 512ull << 20, .cpu_millis = 1000,
         .pids = 128, .disk_bytes = 256ull << 20, .file_bytes = 16ull << 20,
         .egress_bytes = 64ull << 20, .env_bytes = POLICY_ENV_BYTES_DEFAULT,
-        .env_entries = POLICY_ENV_ENTRIES_DEFAULT, .max_sandboxes_tenant = 100, .max_sandboxes_user = 10,
+        .env_entries = POLICY_ENV_ENTRIES_DEFAULT,
+        .metadata_entries = POLICY_METADATA_ENTRIES_DEFAULT,
+        .metadata_bytes = POLICY_METADATA_BYTES_DEFAULT, .max_sandboxes_tenant = 100, .max_sandboxes_user = 10,
         .max_concurrent_actions = 32, .rate_per_s = 20, .rate_burst = 40};
 }
 
@@ -85,6 +87,16 @@ void pol_read_limits(pol_vctx *v, const ynode *m, const char *path, policy_limit
             else if (ok) { l->env_bytes = u64; *set |= POL_LIM_ENV_BYTES; }
         }
         U32("env_entries", env_entries, POL_LIM_ENV_ENTRIES, POLICY_ENV_ENTRIES_MAX)
+        /* Labels ride with the sandbox in every Get/List answer: small. */
+        U32("metadata_entries", metadata_entries, POL_LIM_META_ENTRIES,
+            POLICY_METADATA_ENTRIES_MAX)
+        else if (strcmp(k, "metadata_bytes") == 0) {
+            ok = y_size(v->d, val, sub, &u64) == 0 && positive64(v, val, sub, u64) == 0;
+            if (ok && u64 > POLICY_METADATA_BYTES_MAX)
+                pol_err(v->d, val, sub, "must be at most %u (16KiB), the most a sandbox's "
+                        "labels may hold", (unsigned)POLICY_METADATA_BYTES_MAX);
+            else if (ok) { l->metadata_bytes = (uint32_t)u64; *set |= POL_LIM_META_BYTES; }
+        }
         (void)ok;
     }
 }

@@ -101,6 +101,15 @@ static const char *string_problem(rpc_charset cs, const uint8_t *s, size_t n)
                   (i > 0 && s[i] >= '0' && s[i] <= '9')))
                 return "is not a variable name ([A-Za-z_][A-Za-z0-9_]*)";
         return NULL;
+    case RPC_CS_LABEL_KEY:
+        if (n == 0)
+            return "is empty; a label key is required";
+        for (size_t i = 0; i < n; i++)
+            if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+                  (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '_' || s[i] == '/' ||
+                  s[i] == '-'))
+                return "may hold only A-Z, a-z, 0-9, '.', '_', '/' and '-'";
+        return NULL;
     }
     return "has an unknown charset rule";
 }

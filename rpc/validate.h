@@ -28,6 +28,7 @@ typedef enum rpc_charset {
                            U+3000, U+FEFF, U+FFF9-U+FFFB */
     RPC_CS_SANDBOX_ID,  /* [a-z0-9_-], as the host mints them */
     RPC_CS_ENV_NAME,    /* [A-Za-z_][A-Za-z0-9_]*, never empty */
+    RPC_CS_LABEL_KEY,   /* [A-Za-z0-9._/-]+: sandbox label (metadata) keys */
 } rpc_charset;
 
 typedef struct rpc_field_rule {

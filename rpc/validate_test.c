@@ -277,6 +277,14 @@ static const ProtobufCMessageDescriptor *const public_requests[] = {
     &sandgate__v1__exec_request__descriptor,
     &sandgate__v1__write_file_request__descriptor,
     &sandgate__v1__read_file_request__descriptor,
+    &sandgate__v1__list_files_request__descriptor,
+    &sandgate__v1__stat_file_request__descriptor,
+    &sandgate__v1__make_dir_request__descriptor,
+    &sandgate__v1__remove_file_request__descriptor,
+    &sandgate__v1__rename_file_request__descriptor,
+    &sandgate__v1__upload_file_request__descriptor,
+    &sandgate__v1__download_file_request__descriptor,
+    &sandgate__v1__watch_files_request__descriptor,
 };
 
 /* Every request the host serves (host.proto's service). */
@@ -290,6 +298,14 @@ static const ProtobufCMessageDescriptor *const host_requests[] = {
     &sandgate__v1__exec_request__descriptor,
     &sandgate__v1__write_file_request__descriptor,
     &sandgate__v1__read_file_request__descriptor,
+    &sandgate__v1__list_files_request__descriptor,
+    &sandgate__v1__stat_file_request__descriptor,
+    &sandgate__v1__make_dir_request__descriptor,
+    &sandgate__v1__remove_file_request__descriptor,
+    &sandgate__v1__rename_file_request__descriptor,
+    &sandgate__v1__host_write_at_request__descriptor,
+    &sandgate__v1__download_file_request__descriptor,
+    &sandgate__v1__watch_files_request__descriptor,
 };
 
 /* Every method of each service has rules for its input: a new RPC without
@@ -311,19 +327,23 @@ static void test_every_method_has_rules(void **state)
 
 static void test_gateway_every_field(void **state)
 {
-    /* create 9 (template user_id task_id env.key env.value egress.host secrets
-     * user_token), get/kill/extend 2 each, list 1, context 3, run 4, exec 3,
-     * write 3, read 3 */
+    /* create 10 (template user_id task_id env.key env.value egress.host secrets
+     * user_token metadata.key metadata.value), get/kill/extend 2 each, list 4
+     * (user_id metadata.key metadata.value page_token), context 3, run 4,
+     * exec 3, write 3, read 3; list/stat/mkdir/remove/upload/download/watch
+     * 3 each, rename 4 */
     every_field(gw_rules_for, public_requests, sizeof public_requests / sizeof public_requests[0],
-                8 + 2 + 1 + 2 + 2 + 3 + 4 + 3 + 3 + 3);
+                10 + 2 + 4 + 2 + 2 + 3 + 4 + 3 + 3 + 3 + 7 * 3 + 4);
 }
 
 static void test_host_every_field(void **state)
 {
-    /* create: its request's 8, owner 3, egress rules 3, secrets 2, sandbox_id,
-     * dedupe_key = 18; ref 1, list 2, extend 1, then the five public ones */
+    /* create: its request's 10 (metadata too), owner 3, egress rules 3,
+     * secrets 2, sandbox_id, dedupe_key = 20; ref 1, list 5 (tenant_id user_id
+     * metadata.key metadata.value after_id), extend 1, then the five public
+     * ones, the file calls (3 each, rename 4) and WriteFileAt 2 */
     every_field(host_rules_for, host_requests, sizeof host_requests / sizeof host_requests[0],
-                18 + 1 + 2 + 1 + 3 + 4 + 3 + 3 + 3);
+                20 + 1 + 5 + 1 + 3 + 4 + 3 + 3 + 3 + 6 * 3 + 4 + 2);
 }
 
 static const rpc_rules *std_rules_for(const ProtobufCMessageDescriptor *d)

@@ -33,9 +33,16 @@ static const rpc_field_rule create_fields[] = {
     {"secrets.env", RPC_CS_ENV_NAME, 128},
     SANDBOX_ID,
     {"dedupe_key", RPC_CS_TEXT, 399},   /* ids joined by U+001F (tenancy_dedupe_key) */
+    {"request.metadata.key", RPC_CS_LABEL_KEY, POLICY_METADATA_KEY_MAX},
+    {"request.metadata.value", RPC_CS_TEXT, POLICY_METADATA_VALUE_MAX},
 };
 static const rpc_field_rule ref_fields[] = {SANDBOX_ID};
-static const rpc_field_rule list_fields[] = {{"tenant_id", RPC_CS_ID, ID_MAX}, USER_ID};
+static const rpc_field_rule list_fields[] = {{"tenant_id", RPC_CS_ID, ID_MAX}, USER_ID,
+                                             {"metadata.key", RPC_CS_LABEL_KEY,
+                                              POLICY_METADATA_KEY_MAX},
+                                             {"metadata.value", RPC_CS_TEXT,
+                                              POLICY_METADATA_VALUE_MAX},
+                                             {"after_id", RPC_CS_SANDBOX_ID, SANDBOX_ID_MAX}};
 static const rpc_field_rule context_fields[] = {SANDBOX_ID, USER_ID,
                                                 {"language", RPC_CS_ID, 32}};
 static const rpc_field_rule run_fields[] = {SANDBOX_ID, USER_ID,
@@ -114,6 +121,15 @@ int host_check_create(const Sandgate__V1__HostCreateRequest *req, sg_err *err)
         enc += json_len((const uint8_t *)r->env[i]->key, kl) +
                json_len((const uint8_t *)r->env[i]->value, vl) + 2;
     }
+    size_t meta = 0;
+    for (size_t i = 0; i < r->n_metadata; i++)
+        meta += strlen(r->metadata[i]->key) + strlen(r->metadata[i]->value);
+    if (r->n_metadata > POLICY_METADATA_ENTRIES_MAX)
+        return sg_err_set(err, SG_EINVAL, "metadata: %zu labels; the limit is %u", r->n_metadata,
+                          POLICY_METADATA_ENTRIES_MAX);
+    if (meta > POLICY_METADATA_BYTES_MAX)
+        return sg_err_set(err, SG_EINVAL, "metadata: %zu bytes (keys and values); the limit is %u",
+                          meta, POLICY_METADATA_BYTES_MAX);
     if (raw > POLICY_ENV_BYTES_MAX)
         return sg_err_set(err, SG_EINVAL, "env: %zu bytes (names and values); the limit is %u",
                           raw, POLICY_ENV_BYTES_MAX);

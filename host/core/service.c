@@ -109,6 +109,24 @@ static void on_get(rpc_call *c, void *d)
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
+/* Every label the list asks for, with the same value. */
+static int labels_match(const host_sandbox *sb, const Sandgate__V1__HostListRequest *r)
+{
+    for (size_t i = 0; i < r->n_metadata; i++) {
+        const char *v = host_sandbox_label(sb, r->metadata[i]->key);
+        if (!v || strcmp(v, r->metadata[i]->value) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int cmp_listed(const void *a, const void *b)
+{
+    const Sandgate__V1__HostSandbox *x = *(Sandgate__V1__HostSandbox *const *)a,
+                                    *y = *(Sandgate__V1__HostSandbox *const *)b;
+    return strcmp(x->sandbox ? x->sandbox->sandbox_id : "", y->sandbox ? y->sandbox->sandbox_id : "");
+}
+
 static void on_list(rpc_call *c, void *d)
 {
     Sandgate__V1__HostListRequest *r =
@@ -121,7 +139,8 @@ static void on_list(rpc_call *c, void *d)
         return;
     }
     pthread_mutex_lock(&H.mu);
-    size_t n = 0;
+    size_t n = 0, room = r->limit ? r->limit : SIZE_MAX;
+    int more = 0;
     Sandgate__V1__HostSandbox *items = calloc(H.n_sandboxes + 1, sizeof *items);
     Sandgate__V1__HostSandbox **ptrs = calloc(H.n_sandboxes + 1, sizeof *ptrs);
     Sandgate__V1__Sandbox *sbs = calloc(H.n_sandboxes + 1, sizeof *sbs);
@@ -129,7 +148,8 @@ static void on_list(rpc_call *c, void *d)
     for (host_sandbox *sb = H.sandboxes; sb; sb = sb->next) {
         if (sb->state != SB_RUNNING ||
             (!r->all_tenants && strcmp(sb->tenant, r->tenant_id) != 0) ||
-            (r->user_id[0] && strcmp(sb->user, r->user_id) != 0))
+            (r->user_id[0] && strcmp(sb->user, r->user_id) != 0) ||
+            (r->after_id[0] && strcmp(sb->id, r->after_id) <= 0) || !labels_match(sb, r))
             continue;
         host_sandbox_fill(sb, &items[n], &sbs[n], &owners[n]);
         if (r->all_tenants)
@@ -137,10 +157,18 @@ static void on_list(rpc_call *c, void *d)
         ptrs[n] = &items[n];
         n++;
     }
+    /* A page: the first `limit` ids after the cursor. */
+    if (r->limit || r->after_id[0])
+        qsort(ptrs, n, sizeof *ptrs, cmp_listed);
+    if (n > room) {
+        n = room;
+        more = 1;
+    }
     Sandgate__V1__HostListResponse out;
     sandgate__v1__host_list_response__init(&out);
     out.n_sandboxes = n;
     out.sandboxes = ptrs;
+    out.more = more;
     rpc_call_reply(c, &out.base);
     pthread_mutex_unlock(&H.mu);
     free(items);

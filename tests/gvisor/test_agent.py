@@ -429,6 +429,29 @@ class Runsc(AgentCases, unittest.TestCase):
         self.shim.wait_op("ctxexit", id="kernel")
 
 
+    def test_contexts_cannot_signal_or_trace_the_agent(self):
+        ctx = self.shim.open_ctx("attacker")
+        # Every signal a handler or SIG_IGN can stop. (SIGKILL and SIGSTOP
+        # cannot be: this runsc delivers them to pid 1 from inside the
+        # sandbox, which Linux would not; docs/security.md.)
+        r = ctx.run("import os, signal\nfor s in (signal.SIGTERM, signal.SIGUSR1, "
+                    "signal.SIGUSR2, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, "
+                    "signal.SIGALRM, signal.SIGTSTP, signal.SIGTTIN, signal.SIGPIPE, "
+                    "signal.SIGXCPU, signal.SIGVTALRM, signal.SIGPROF, "
+                    "signal.SIGRTMIN + 5):\n"
+                    "    os.kill(1, s)\n"
+                    "try:\n    open('/proc/1/mem', 'rb').read(1); mem = 'read'\n"
+                    "except OSError as e:\n    mem = type(e).__name__\n"
+                    "mem")
+        self.assertIsNone(r.error)
+        self.assertNotEqual(r.text, "'read'")
+        time.sleep(0.5)
+        # The agent is still there and serving.
+        self.assertEqual(self.default.run("'alive'").text, "'alive'")
+        ctx.kill()
+        self.shim.wait_op("ctxexit", id="attacker")
+
+
 class RunscFatal(FatalCases, unittest.TestCase):
     pass
 

@@ -139,6 +139,7 @@ class Cluster:
         self.gateways = []   # Proc (with .addr, .order)
         self.policy = os.path.join(REPO, "deploy", "local", "policy.yaml")
         self._uid_next = 520000 + (os.getpid() % 50) * 2000
+        self.max_sandboxes = 64   # per host (its config's max_sandboxes)
 
     def host(self, label, restart=None):
         """Start a host named label + a random suffix (sandbox ids and cgroups
@@ -156,7 +157,7 @@ class Cluster:
             y = f.read()
         y = re.sub(r"(?m)^runtime_dir:.*$", "runtime_dir: %s/rt" % d, y)
         y = re.sub(r"(?m)^uid_base:.*$", "uid_base: %d" % self._uid_next, y)
-        y = re.sub(r"(?m)^max_sandboxes:.*$", "max_sandboxes: 64", y)
+        y = re.sub(r"(?m)^max_sandboxes:.*$", "max_sandboxes: %d" % self.max_sandboxes, y)
         y = re.sub(r"(?m)^(\s*)pool:.*$", r"\1pool: 1", y)
         y = re.sub(r"(?m)^(\s*)preload:.*$", r"\1preload: []", y)
         self._uid_next += 1000

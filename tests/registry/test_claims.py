@@ -207,6 +207,19 @@ class Claims(unittest.TestCase):
         old = S["g1"].create(KD, "u5", task).sandbox_id
         h = host_of(old)
         p = f.hosts[h]
+        # a RunCode in flight when the host is lost ends with HOST_LOST as
+        # soon as the gateway sees the lease go, not at its deadline
+        flight = {}
+
+        def long_run():
+            t = time.monotonic()
+            flight["r"] = status(S["g2"], lambda: S["g2"].run(KD, "u5", old,
+                                                                "import time; time.sleep(60)",
+                                                                timeout_s=60))
+            flight["t"] = time.monotonic() - t
+        th = threading.Thread(target=long_run)
+        th.start()
+        time.sleep(1.0)
         t0 = time.monotonic()
         if how == "stop":
             os.kill(p.pid, signal.SIGSTOP)
@@ -221,6 +234,15 @@ class Claims(unittest.TestCase):
         wait(lost, "HOST_LOST for the lost host's sandbox", TTL + 5)
         t = time.monotonic() - t0
         print("%s: HOST_LOST %.2f s after the host was lost (lease ttl %d s)" % (how, t, TTL))
+        th.join(TTL + 10)
+        self.assertFalse(th.is_alive(), "the RunCode in flight still waits")
+        c, _, info = flight["r"]
+        self.assertEqual(c, C.UNAVAILABLE, info)
+        if how == "stop":   # no TCP reset: only the lease's end can end it
+            self.assertEqual(info["reason"], "HOST_LOST")
+        self.assertLess(flight["t"], TTL + 4.0)
+        print("%s: the RunCode in flight ended %.2f s after it started (%s)"
+              % (how, flight["t"], info["reason"]))
         t1 = time.monotonic()
         c, _, info = status(S["g1"], lambda: S["g1"].run(KD, "u5", old, "1"))
         self.assertEqual((c, info["reason"]), (C.UNAVAILABLE, "HOST_LOST"))

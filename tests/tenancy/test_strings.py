@@ -136,10 +136,19 @@ class Strings(unittest.TestCase):
                 "egress host": (lambda v: ld(6, ld(1, v)), "egress[0].host", "example.com",
                                 253),
                 "secrets": (plain(7), "secrets[0]", "nope", 127),
-                "user_token": (plain(8), "user_token", "x", 1023)}),
+                "user_token": (plain(8), "user_token", "x", 1023),
+                "metadata key": (lambda v: ld(9, ld(1, v) + ld(2, "v")), "metadata key #0", "k",
+                                 63),
+                "metadata value": (lambda v: ld(9, ld(1, "k") + ld(2, v)), 'metadata["k"]', "v",
+                                   255)}),
             ("GetSandbox", pb.GetSandboxRequest(sandbox_id=sid, user_id="u1"), ref),
             ("ListSandboxes", pb.ListSandboxesRequest(user_id="u1"),
-             {"user_id": (plain(1), "user_id", "u1", 127)}),
+             {"user_id": (plain(1), "user_id", "u1", 127),
+              "metadata key": (lambda v: ld(2, ld(1, v) + ld(2, "v")), "metadata key #0", "k",
+                               63),
+              "metadata value": (lambda v: ld(2, ld(1, "k") + ld(2, v)), 'metadata["k"]', "v",
+                                 255),
+              "page_token": (plain(4), "page_token", "sgp1.abc", 255)}),
             ("ExtendSandbox", pb.ExtendSandboxRequest(sandbox_id=sid, user_id="u1",
                                                       ttl_seconds=300), ref),
             ("CreateContext", pb.CreateContextRequest(sandbox_id=sid, user_id="u1"),
@@ -184,7 +193,7 @@ class Strings(unittest.TestCase):
                         ("invalid UTF-8", good.encode() + b"\xff\xfe", "not valid UTF-8"),
                         ("overlong", good.encode() + b"\xc0\xaf", "not valid UTF-8")]
                 if limit:
-                    ch = b"A" if name == "env key" else b"a"
+                    ch = b"A" if name in ("env key", "metadata key") else b"a"
                     vals.append(("too long", ch * (limit + 1),
                                  "is %d bytes; the limit is %d" % (limit + 1, limit)))
                 for what, v, want in vals:

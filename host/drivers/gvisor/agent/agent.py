@@ -37,6 +37,7 @@ import time  # noqa: E402
 
 import mux  # noqa: E402
 from channel import HUP, PIPE, SOCK, STREAM, Channel  # noqa: E402
+import children  # noqa: E402
 from children import Children, Refused, check_id  # noqa: E402
 
 EGRESS_PORT = 3128
@@ -570,9 +571,7 @@ def main(argv):
     prctl.set_dumpable(False)
     if not agent.is_pid1:
         prctl.set_child_subreaper()
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(sig, signal.SIG_IGN)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    children.ignore_signals()
     try:
         for name in ("context", "notebook", "display", "frames", "reseed",
                      "streams", "mplinline") + _RUNTIME_PRELOAD + tuple(

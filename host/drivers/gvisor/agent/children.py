@@ -17,10 +17,25 @@ ID_MAX = 128        # as host/init (INIT_ID_MAX)
 CTX_MAX = 64        # = HOST_MAX_CONTEXTS
 EXEC_MAX = 256
 
-# Exec children get these back at their defaults (the agent ignores or
-# handles them).
-_EXEC_SIGDEF = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE,
-                signal.SIGCHLD, signal.SIGQUIT)
+# Faults stay fatal for the agent; SIGKILL and SIGSTOP cannot be changed.
+_KEEP_DEFAULT = frozenset((signal.SIGKILL, signal.SIGSTOP, signal.SIGSEGV,
+                           signal.SIGBUS, signal.SIGFPE, signal.SIGILL,
+                           signal.SIGABRT, signal.SIGTRAP, signal.SIGSYS))
+# Every other signal the agent ignores (or, SIGCHLD, handles): gVisor (this
+# runsc) does not shield pid 1 from signals its own sandbox sends it, as
+# Linux does, and a context runs as the agent's uid. Children get them all
+# back at their defaults.
+AGENT_SIGNALS = tuple(s for s in sorted(signal.valid_signals())
+                      if 0 < s < signal.NSIG and s not in _KEEP_DEFAULT)
+
+
+def ignore_signals():
+    for s in AGENT_SIGNALS:
+        if s != signal.SIGCHLD:
+            try:
+                signal.signal(s, signal.SIG_IGN)
+            except (OSError, ValueError):
+                pass
 
 
 class Refused(Exception):
@@ -97,7 +112,7 @@ class Children:
                 file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
                               (os.POSIX_SPAWN_DUP2, out_w, 1),
                               (os.POSIX_SPAWN_DUP2, err_w, 2)],
-                setpgroup=0, setsigmask=(), setsigdef=_EXEC_SIGDEF)
+                setpgroup=0, setsigmask=(), setsigdef=AGENT_SIGNALS)
         except OSError as e:
             os.close(out_r)
             os.close(err_r)
@@ -165,8 +180,11 @@ def _become_context(ctx_end, out_w, err_w, env):
     try:
         os.setpgid(0, 0)
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for s in AGENT_SIGNALS:
+            try:
+                signal.signal(s, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
         keep = {ctx_end.fileno(), out_w, err_w}
         _close_all_but(keep)
         os.environ.clear()
