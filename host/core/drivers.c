@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/isolation.h"
 #include "common/log.h"
 #include "host/driver.h"
 #include "host/host.h"
