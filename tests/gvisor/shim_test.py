@@ -205,6 +205,24 @@ class ShimTest(unittest.TestCase):
         self.assertLess(took, 15)
         self.assertIn("did not answer", s.logtext())
 
+    def test_egress_connection_relayed(self):
+        s = self.s
+        s.start(egress=True)
+        s.send("EXEC e1 python3 -c \"import socket; c = socket.create_connection(('127.0.0.1', "
+               "3128)); c.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n'); print(c.recv(100).decode())\"")
+        _, efds = s.expect("EXEC e1")
+        text, fds = s.expect("EGRESS")
+        self.assertEqual(len(fds), 1)
+        conn = socket.socket(fileno=fds[0])
+        got = b""
+        while not got.endswith(b"\r\n\r\n"):
+            got += conn.recv(100)
+        self.assertEqual(got, b"GET / HTTP/1.0\r\n\r\n")
+        conn.sendall(b"HTTP/1.0 200 OK")
+        conn.close()
+        self.assertEqual(read_all(efds[0]), b"HTTP/1.0 200 OK\n")
+        s.expect("EXIT e1 0 0")
+
     def test_activate_before_ready_and_bad_activate(self):
         s = self.s
         # ACTIVATE may come before the agent is up (a direct create): it is kept
