@@ -352,6 +352,8 @@ int host_sandbox_launch(host_sandbox *sb, host_template *t, const char *env, int
         sgc_cgroup_limits lim = {.memory_bytes = sb->limits.memory_bytes,
                                  .pids = sb->limits.pids,
                                  .cpu_millis = sb->limits.cpu_millis};
+        if (sb->drv->cgroup_limits)
+            sb->drv->cgroup_limits(sb, &lim);
         if (sgc_cgroup_create(H.cfg.cgroup_root, sb->cgroup, &lim, procs, sizeof procs, eb,
                               sizeof eb) != 0)
             return sg_err_set(err, SG_EINTERNAL, "cgroup for %s: %s", sb->id, eb);
