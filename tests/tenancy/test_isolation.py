@@ -2,8 +2,12 @@
 """Isolation chosen by configuration and policy (issue 14, point 3).
 
 One host + gateway (deploy/local/run.sh) on a host config with two process
-templates: code-interpreter, and code-interpreter-claimed, which the test
-policy claims is gvisor. Checks, through the gateway:
+templates, code-interpreter and code-interpreter-claimed (which the test
+policy claims is gvisor), and a gvisor one, code-interpreter-gvisor (the
+gvisor driver: runsc, root). Checks, through the gateway:
+  - a tenant that requires gvisor creates on the gvisor template; the
+    create answer, GetSandbox and ListSandboxes report "gvisor", and the
+    kernel its code sees is gVisor's;
   - a tenant that requires gvisor is refused a process template with
     PERMISSION_DENIED naming the rule (tenants.secure.isolation) and both
     isolations; nothing is created;
@@ -31,6 +35,7 @@ import sgtenancy as sg  # noqa: E402
 C = grpc.StatusCode
 KEY_OPEN, KEY_SECURE = "iso-open-key-1", "iso-secure-key-2"
 CLAIMED = "code-interpreter-claimed"
+GVISOR = "code-interpreter-gvisor"
 
 POLICY = """version: 1
 defaults:
@@ -41,19 +46,23 @@ templates:
   - name: %s     # a lie the host must catch
     isolation: gvisor
     tenants: ["*"]
+  - name: %s
+    isolation: gvisor
+    tenants: ["*"]
 tenants:
   - id: open
     api_keys: [%s]
   - id: secure
     api_keys: [%s]
     isolation: gvisor
-""" % (CLAIMED, sg.key_hash(KEY_OPEN), sg.key_hash(KEY_SECURE))
+""" % (CLAIMED, GVISOR, sg.key_hash(KEY_OPEN), sg.key_hash(KEY_SECURE))
 
 S = {}
 
 
 def host_config(tmp):
-    """deploy/local/host.yaml plus a second process template, pools of 1."""
+    """deploy/local/host.yaml's process template, a second process template
+    and a gvisor one, pools of 1."""
     with open(os.path.join(sg.REPO, "deploy", "local", "host.yaml")) as f:
         cfg = f.read()
     # only the process templates: this suite's host must start whatever
@@ -63,9 +72,11 @@ def host_config(tmp):
     assert "name: code-interpreter\n" in first, first
     first = re.sub(r"^( +pool:).*$", r"\1 1", first, flags=re.M)
     claimed = first.replace("name: code-interpreter\n", "name: %s\n" % CLAIMED)
+    gvisor = (first.replace("name: code-interpreter\n", "name: %s\n" % GVISOR)
+              .rstrip("\n") + "\n    isolation: gvisor\n")
     path = os.path.join(tmp, "host.yaml")
     with open(path, "w") as f:
-        f.write(head + "templates:\n" + first + claimed)
+        f.write(head + "templates:\n" + first + claimed + gvisor)
     return path
 
 
@@ -126,6 +137,23 @@ class ThroughGateway(unittest.TestCase):
         listed = {s.sandbox_id: s.isolation for s in self.api.list(KEY_OPEN, "u2")}
         self.assertEqual(listed.get(sb.sandbox_id), "process", listed)
         self.api.kill(KEY_OPEN, "u2", sb.sandbox_id)
+
+    def test_gvisor_tenant_gets_gvisor(self):
+        sb = self.api.create(KEY_SECURE, "u4", task(), template=GVISOR)
+        self.addCleanup(self.api.kill, KEY_SECURE, "u4", sb.sandbox_id)
+        self.assertEqual(sb.isolation, "gvisor")
+        got = self.api.call("GetSandbox", self.api.pb.GetSandboxRequest(
+            sandbox_id=sb.sandbox_id, user_id="u4"), KEY_SECURE)
+        self.assertEqual(got.isolation, "gvisor")
+        listed = {s.sandbox_id: s.isolation for s in self.api.list(KEY_SECURE, "u4")}
+        self.assertEqual(listed, {sb.sandbox_id: "gvisor"})
+        out, err, error, _, _ = self.api.run(KEY_SECURE, "u4", sb.sandbox_id,
+                                             "print(open('/proc/version').read())")
+        self.assertIsNone(error, (out, err))
+        # gVisor's Sentry reports this fixed kernel, never the host's
+        self.assertIn("Linux version 4.4.0 #1 SMP Sun Jan 10 15:06:54 PST 2016", out)
+        with open("/proc/version") as f:
+            self.assertNotIn(f.read().strip(), out)
 
     def test_policy_claim_checked_by_host(self):
         """The policy says gvisor; the host's own config says process: refused."""
