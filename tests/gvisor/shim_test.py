@@ -115,9 +115,13 @@ class ShimTest(unittest.TestCase):
         self.assertTrue(lines[1].startswith("Linux version 4.4.0"))
         self.assertEqual(lines[2], "200999")
         self.assertIn("CapEff:\t0000000000000000", lines)
-        self.assertIn("CapBnd:\t0000000000000000", lines)
+        # the agent's three (SETUID, SETGID, KILL) bound, none held
+        self.assertIn("CapBnd:\t00000000000000e0", lines)
         self.assertEqual(lines[-2], "1")                       # /usr is bound read-only
         self.assertEqual(lines[-1], "w")
+        # the agent is root with CAP_KILL; its children cannot signal it
+        out, _, _ = exec_cmd(s, "e3", "kill -9 1; echo rc=$?; kill -STOP 1; echo rc=$?")
+        self.assertEqual(out.split(), [b"rc=1", b"rc=1"])
         # network: loopback only
         out, _, _ = exec_cmd(s, "e2", "cat /proc/net/dev | tail -n +3 | cut -d: -f1")
         self.assertEqual(out.split(), [b"lo"])

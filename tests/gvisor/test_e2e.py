@@ -103,6 +103,11 @@ class E2E(unittest.TestCase):
         self.assertIn("[result] 6", r.stdout, r.stderr)
         r = D.cli("read", sid, "sum.csv")
         self.assertEqual(r.stdout, "a,b\n1,2\n3,4\n")
+        # user code cannot kill or freeze the agent (pid 1 inside)
+        r = self.run_code(sid, "import os, signal\nos.kill(1, signal.SIGKILL)")
+        self.assertIn("PermissionError", r.stdout + r.stderr)
+        r = self.run_code(sid, "os.getuid()")
+        self.assertIn("[result] 2000", r.stdout)
         r = D.cli("exec", sid, "exit 7")
         self.assertEqual(r.returncode, 7)
 
