@@ -111,6 +111,76 @@ class E2E(unittest.TestCase):
         r = D.cli("exec", sid, "exit 7")
         self.assertEqual(r.returncode, 7)
 
+    def test_workspace_file_calls(self):
+        # issue 17.3 on this driver: the host's file code reaches the gvisor
+        # workspace (a host tmpfs) through /proc/<shim>/root/workspace as for
+        # the process driver
+        sys.path.insert(0, os.path.join(HERE, "..", "tenancy"))
+        import grpc
+        import queue
+        import threading
+        import sgtenancy
+        sid = self.create("wsfiles")
+        api = sgtenancy.Api(D.tmp, D.env["SANDGATE_ADDR"])
+        self.addCleanup(api.close)
+        pb, key = api.pb, "sg-demo-key-0001"
+        data = os.urandom(8 << 20)
+
+        def gen():
+            yield pb.UploadFileRequest(sandbox_id=sid, user_id="u1", path="g/up.bin",
+                                       size=len(data), data=data[:1 << 20])
+            for i in range(1 << 20, len(data), 1 << 20):
+                yield pb.UploadFileRequest(data=data[i:i + (1 << 20)])
+        r = api.stub.UploadFile(gen(), metadata=api.md(key), timeout=120)
+        self.assertEqual(r.size, len(data))
+        chunks = api.call("DownloadFile", pb.DownloadFileRequest(sandbox_id=sid, user_id="u1",
+                                                                 path="g/up.bin"), key)
+        self.assertEqual(b"".join(c.data for c in chunks), data)
+        ls = api.call("ListFiles", pb.ListFilesRequest(sandbox_id=sid, user_id="u1", path="g"), key)
+        self.assertEqual([(e.path, e.size) for e in ls.entries], [("g/up.bin", len(data))])
+        # the code inside sees it, and a watch sees what the code writes
+        out = self.run_code(sid, "import os\nos.path.getsize('/workspace/g/up.bin')")
+        self.assertIn("[result] %d" % len(data), out.stdout)
+        it = api.stub.WatchFiles(pb.WatchFilesRequest(sandbox_id=sid, user_id="u1", path="g"),
+                                 metadata=api.md(key), timeout=60)
+        q = queue.Queue()
+        def pump():
+            try:
+                for e in it:
+                    q.put(e)
+            except grpc.RpcError:
+                pass   # cancelled below
+        threading.Thread(target=pump, daemon=True).start()
+        self.assertEqual(q.get(timeout=30).type, pb.FILE_EVENT_READY)
+        self.run_code(sid, "open('/workspace/g/new.txt', 'w').write('x')\n"
+                           "import os; os.mkfifo('/workspace/g/p')")
+        seen = set()
+        end = time.monotonic() + 20
+        while time.monotonic() < end and (pb.FILE_EVENT_MODIFY, "g/new.txt") not in seen:
+            try:
+                e = q.get(timeout=1)
+                seen.add((e.type, e.path))
+            except queue.Empty:
+                pass
+        self.assertIn((pb.FILE_EVENT_CREATE, "g/new.txt"), seen)
+        self.assertIn((pb.FILE_EVENT_MODIFY, "g/new.txt"), seen)
+        it.cancel()
+        # A FIFO made inside gVisor lives in the Sentry: the host's tmpfs has
+        # no such node (NOT_FOUND); were it there, it would be refused.
+        # Either way it is never opened and the call answers at once.
+        for method, req in (("StatFile", pb.StatFileRequest(sandbox_id=sid, user_id="u1",
+                                                            path="g/p")),
+                            ("ReadFile", pb.ReadFileRequest(sandbox_id=sid, user_id="u1",
+                                                            path="g/p"))):
+            t0 = time.monotonic()
+            code, details, _, _ = api.status(method, req, key, timeout=10)
+            self.assertIn(code, (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT),
+                          details)
+            self.assertLess(time.monotonic() - t0, 5)
+        r = api.call("RemoveFile", pb.RemoveFileRequest(sandbox_id=sid, user_id="u1", path="g",
+                                                        recursive=True), key)
+        self.assertIn(r.removed, (3, 4))
+
     def test_memory_overrun_is_memoryerror(self):
         sid = self.create("mem")
         self.run_code(sid, "keep = 1")
