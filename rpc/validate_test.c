@@ -346,11 +346,11 @@ static void test_gateway_every_field(void **state)
 static void test_host_every_field(void **state)
 {
     /* create: its request's 10 (metadata too), owner 3, egress rules 3,
-     * secrets 2, sandbox_id, dedupe_key = 20; ref 1, list 5 (tenant_id user_id
+     * secrets 2, sandbox_id, dedupe_key, min_isolation = 21; ref 1, list 5 (tenant_id user_id
      * metadata.key metadata.value after_id), extend 1, then the five public
      * ones, the three context calls (2, 3, 3), the file calls (3 each, rename 4) and WriteFileAt 2 */
     every_field(host_rules_for, host_requests, sizeof host_requests / sizeof host_requests[0],
-                20 + 1 + 5 + 1 + 3 + 2 + 3 + 3 + 4 + 3 + 3 + 3 + 6 * 3 + 4 + 2);
+                21 + 1 + 5 + 1 + 3 + 2 + 3 + 3 + 4 + 3 + 3 + 3 + 6 * 3 + 4 + 2);
 }
 
 static const rpc_rules *std_rules_for(const ProtobufCMessageDescriptor *d)
