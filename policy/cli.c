@@ -150,8 +150,14 @@ static int cmd_explain(int argc, char **argv)
     if (p) {
         policy_decision d;
         policy_explain(p, &a->ask, &d);
-        printf("decision: %s\nrule: %s\nmessage: %s\npolicy: %s\n", d.allow ? "allow" : "deny",
-               d.rule, d.message, policy_hash(p));
+        printf("decision: %s\nrule: %s\nmessage: %s\n", d.allow ? "allow" : "deny",
+               d.rule, d.message);
+        if (a->create) {
+            char iso[512];
+            policy_explain_isolation(p, a->ask.tenant, a->ask.template_name, iso, sizeof iso);
+            printf("isolation: %s\n", iso);
+        }
+        printf("policy: %s\n", policy_hash(p));
         rc = d.allow ? 0 : 1;
     }
     policy_unref(p);

@@ -51,6 +51,23 @@ has "explain deny rule" "$out" "rule: default.deny-egress"
 expect "explain secret" 0 "$BIN" explain "$EX" --tenant acme --task ci-1 --template code-interpreter --secret github-token
 expect "explain create" 0 "$BIN" explain "$EX" --tenant acme --user u --task ci-1 --template code-interpreter --create --egress github.com:443 --secret github-token
 has "explain create rule" "$out" "rule: tenants.acme.templates"
+ISO=$TD/isolation.yaml
+expect "explain isolation deny" 1 "$BIN" explain "$ISO" --tenant secure --user u --task t --template code-interpreter --create
+has "explain isolation deny rule" "$out" "rule: tenants.secure.isolation"
+has "explain isolation deny message" "$out" "message: tenant 'secure' requires isolation gvisor; template 'code-interpreter' is process"
+has "explain isolation deny why" "$out" "isolation: none (refused): template 'code-interpreter' is process (the default; templates.code-interpreter.isolation is not set); tenant 'secure' requires at least gvisor (tenants.secure.isolation)"
+expect "explain isolation gvisor" 0 "$BIN" explain "$ISO" --tenant secure --user u --task t --template code-interpreter-gvisor --create
+has "explain isolation gvisor rule" "$out" "rule: tenants.secure.templates"
+has "explain isolation gvisor why" "$out" "isolation: gvisor: template 'code-interpreter-gvisor' is gvisor (templates.code-interpreter-gvisor.isolation); tenant 'secure' requires at least gvisor (tenants.secure.isolation)"
+expect "explain isolation process" 0 "$BIN" explain "$ISO" --tenant open --user u --task t --template code-interpreter --create
+has "explain isolation process why" "$out" "isolation: process: template 'code-interpreter' is process (the default; templates.code-interpreter.isolation is not set); tenant 'open' sets no minimum"
+expect "lint isolation contradiction" 0 "$BIN" lint "$ISO"
+has "lint isolation warning" "$err" "$ISO:17:16: tenants[2].isolation: warning: tenant 'stuck' requires isolation gvisor but every template it may use is weaker; it can create no sandbox"
+printf 'templates: [{name: a, isolation: kata}]\ntenants: [{id: x, templates: [a]}]\n' >"$out.bad.yaml"
+expect "lint unknown isolation" 1 "$BIN" lint "$out.bad.yaml"
+has "lint unknown isolation message" "$err" "$out.bad.yaml:1:34: templates[0].isolation: template 'a': unknown isolation 'kata', expected process or gvisor"
+rm -f "$out.bad.yaml"
+
 expect "explain usage: no ask" 2 "$BIN" explain "$EX" --tenant acme
 expect "explain usage: two asks" 2 "$BIN" explain "$EX" --tenant acme --egress a.com:1 --secret x
 expect "explain invalid policy" 2 "$BIN" explain "$TD/bad.yaml" --tenant acme --egress a.com:1

@@ -57,6 +57,22 @@ int policy_template_allowed(const policy *p, const char *tenant, const char *tem
     return t && tp && template_grant(p, t, tp, rule, sizeof rule);
 }
 
+static sg_isolation template_iso(const pol_template *tp)
+{
+    return tp && tp->isolation != SG_ISOLATION_UNSET ? tp->isolation : SG_ISOLATION_PROCESS;
+}
+
+sg_isolation policy_template_isolation(const policy *p, const char *template_name)
+{
+    return template_iso(template_name ? pol_template_find(p, template_name) : NULL);
+}
+
+sg_isolation policy_tenant_isolation(const policy *p, const char *tenant)
+{
+    const pol_tenant *t = tenant ? pol_tenant_find(p, tenant) : NULL;
+    return t ? t->isolation : SG_ISOLATION_UNSET;
+}
+
 int policy_tenant_limits(const policy *p, const char *tenant, policy_limits *out)
 {
     const pol_tenant *t = pol_tenant_find(p, tenant);
@@ -448,6 +464,15 @@ void policy_decide_create(const policy *p, const policy_create_ask *ask,
                "tenant '%s' may not use template '%s'", c.t->id, tp->name);
         return;
     }
+    /* Before quotas: asking again later cannot change this answer. */
+    sg_isolation iso = template_iso(tp);
+    if (c.t->isolation > iso) {
+        char rule[128];
+        snprintf(rule, sizeof rule, "tenants.%s.isolation", c.t->id);
+        decide(out, 0, SG_EDENIED, rule, "tenant '%s' requires isolation %s; template '%s' is %s",
+               c.t->id, sg_isolation_name(c.t->isolation), tp->name, sg_isolation_name(iso));
+        return;
+    }
     if (check_quotas(c.t, ask, out) < 0)
         return;
     for (size_t i = 0; i < ask->n_egress; i++) {
@@ -468,7 +493,8 @@ void policy_decide_create(const policy *p, const policy_create_ask *ask,
             return;
     }
     decide(out, 1, SG_OK, grant,
-           "tenant '%s' user '%s' task '%s' may create '%s' (scope %s, %zu egress asks, %zu secrets)",
+           "tenant '%s' user '%s' task '%s' may create '%s' (scope %s, isolation %s, %zu egress asks, %zu secrets)",
            c.t->id, ask->user, ask->task, tp->name,
-           c.t->scope == POLICY_SCOPE_PER_USER ? "per_user" : "per_task", ask->n_egress, ask->n_secrets);
+           c.t->scope == POLICY_SCOPE_PER_USER ? "per_user" : "per_task", sg_isolation_name(iso),
+           ask->n_egress, ask->n_secrets);
 }

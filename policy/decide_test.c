@@ -81,9 +81,30 @@ static const char bare_yaml[] =
     "templates: [{name: t}]\n"
     "tenants: [{id: solo, templates: [t]}]\n";
 
+/* Isolation: a tenant's minimum against each template's isolation. */
+static const char iso_yaml[] =
+    "templates:\n"
+    "  - name: proc\n"            /* says nothing: process */
+    "    tenants: [\"*\"]\n"
+    "  - name: proc2\n"
+    "    isolation: process\n"
+    "  - name: gv\n"
+    "    isolation: gvisor\n"
+    "tenants:\n"
+    "  - id: strict\n"
+    "    isolation: gvisor\n"
+    "    templates: [proc2, gv]\n"
+    "    quotas: {sandboxes_per_tenant: 1}\n"
+    "  - id: loose\n"
+    "    templates: [gv]\n"
+    "  - id: procmin\n"
+    "    isolation: process\n"
+    "    templates: [proc2]\n";
+
 static policy *fixture(const char *which)
 {
-    const char *y = strcmp(which, "bare") == 0 ? bare_yaml : main_yaml;
+    const char *y = strcmp(which, "bare") == 0 ? bare_yaml
+                    : strcmp(which, "iso") == 0 ? iso_yaml : main_yaml;
     policy *p = NULL;
     policy_errors errs = {0};
     int r = policy_load_buffer(which, y, strlen(y), &p, &errs);
@@ -191,18 +212,28 @@ static const row rows[] = {
     {"create wildcard ask broader than rule", "main", CREATE("acme", "u1", "t", "ci", .egress = (const policy_egress_ask[]){{"*.com", 443}}, .n_egress = 1), 0, "default.deny-egress", "*.com is not covered"},
     {"create with ungranted egress", "main", CREATE("acme", "u1", "t1", "ci", .egress = (const policy_egress_ask[]){{"github.com", 443}, {"evil.com", 443}}, .n_egress = 2), 0, "default.deny-egress", "first failing egress decides"},
     {"create with granted secret", "main", CREATE("acme", "u1", "ci-1", "ci", .secrets = (const char *const[]){"gh"}, .n_secrets = 1), 1, "tenants.acme.templates", "secret granted"},
+    /* create: isolation */
+    {"gvisor tenant, template that says nothing", "iso", CREATE("strict", "u", "t", "proc"), 0, "tenants.strict.isolation", "unset template isolation is process"},
+    {"gvisor tenant, process template", "iso", CREATE("strict", "u", "t", "proc2"), 0, "tenants.strict.isolation", "process < gvisor"},
+    {"gvisor tenant, gvisor template", "iso", CREATE("strict", "u", "t", "gv"), 1, "tenants.strict.templates", "gvisor meets gvisor"},
+    {"isolation decides before quotas", "iso", CREATE("strict", "u", "t", "proc2", .live_tenant = 5), 0, "tenants.strict.isolation", "a retry cannot fix isolation"},
+    {"quota still applies on a gvisor template", "iso", CREATE("strict", "u", "t", "gv", .live_tenant = 1), 0, "tenants.strict.quotas.sandboxes_per_tenant", "isolation ok, quota not"},
+    {"no minimum, gvisor template", "iso", CREATE("loose", "u", "t", "gv"), 1, "tenants.loose.templates", "stronger than needed is fine"},
+    {"no minimum, process template", "iso", CREATE("loose", "u", "t", "proc"), 1, "templates.proc.tenants", "no minimum"},
+    {"process minimum, process template", "iso", CREATE("procmin", "u", "t", "proc2"), 1, "tenants.procmin.templates", "process meets process"},
     {"create with ungranted secret", "main", CREATE("acme", "u1", "t1", "ci", .secrets = (const char *const[]){"npm", "gh"}, .n_secrets = 2), 0, "default.deny-secret", "one ungranted denies all"},
 };
 
 static void test_rows(void **state)
 {
     (void)state;
-    policy *main_p = fixture("main"), *bare_p = fixture("bare");
+    policy *main_p = fixture("main"), *bare_p = fixture("bare"), *iso_p = fixture("iso");
     int failed = 0;
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         const row *r = &rows[i];
         policy_decision d;
-        policy_explain(strcmp(r->policy, "bare") == 0 ? bare_p : main_p, &r->ask, &d);
+        policy_explain(strcmp(r->policy, "bare") == 0  ? bare_p
+                       : strcmp(r->policy, "iso") == 0 ? iso_p : main_p, &r->ask, &d);
         if (d.allow != r->want || strcmp(d.rule, r->rule) != 0) {
             print_error("FAIL row '%s' (%s): want %s by %s, got %s by %s: %s\n", r->name, r->why,
                         r->want ? "allow" : "deny", r->rule, d.allow ? "allow" : "deny", d.rule, d.message);
@@ -215,7 +246,49 @@ static void test_rows(void **state)
     }
     policy_unref(main_p);
     policy_unref(bare_p);
+    policy_unref(iso_p);
     assert_int_equal(failed, 0);
+}
+
+/* What the gateway shows and sends: the deny message naming the rule, the
+ * isolation an allowed create gets, and explain's account of it. */
+static void test_isolation(void **state)
+{
+    (void)state;
+    policy *p = fixture("iso");
+    policy_decision d;
+    policy_ask a = CREATE("strict", "u", "t", "proc2");
+    policy_explain(p, &a, &d);
+    assert_int_equal(d.allow, 0);
+    assert_int_equal(d.err, SG_EDENIED);
+    assert_string_equal(d.message, "tenant 'strict' requires isolation gvisor; template 'proc2' is process");
+    policy_ask b = CREATE("strict", "u", "t", "gv");
+    policy_explain(p, &b, &d);
+    assert_int_equal(d.allow, 1);
+    assert_non_null(strstr(d.message, "isolation gvisor"));
+
+    assert_int_equal(policy_template_isolation(p, "gv"), SG_ISOLATION_GVISOR);
+    assert_int_equal(policy_template_isolation(p, "proc2"), SG_ISOLATION_PROCESS);
+    assert_int_equal(policy_template_isolation(p, "proc"), SG_ISOLATION_PROCESS);
+    assert_int_equal(policy_template_isolation(p, "nope"), SG_ISOLATION_PROCESS);
+    assert_int_equal(policy_tenant_isolation(p, "strict"), SG_ISOLATION_GVISOR);
+    assert_int_equal(policy_tenant_isolation(p, "loose"), SG_ISOLATION_UNSET);
+    assert_int_equal(policy_tenant_isolation(p, "ghost"), SG_ISOLATION_UNSET);
+
+    char buf[512];
+    policy_explain_isolation(p, "strict", "gv", buf, sizeof buf);
+    assert_string_equal(buf, "gvisor: template 'gv' is gvisor (templates.gv.isolation); "
+                             "tenant 'strict' requires at least gvisor (tenants.strict.isolation)");
+    policy_explain_isolation(p, "strict", "proc", buf, sizeof buf);
+    assert_string_equal(buf, "none (refused): template 'proc' is process (the default; "
+                             "templates.proc.isolation is not set); tenant 'strict' requires at "
+                             "least gvisor (tenants.strict.isolation)");
+    policy_explain_isolation(p, "loose", "proc", buf, sizeof buf);
+    assert_string_equal(buf, "process: template 'proc' is process (the default; "
+                             "templates.proc.isolation is not set); tenant 'loose' sets no minimum");
+    policy_explain_isolation(p, "loose", "nope", buf, sizeof buf);
+    assert_string_equal(buf, "none: unknown template 'nope'");
+    policy_unref(p);
 }
 
 /* ---- authentication ------------------------------------------------------ */
@@ -408,6 +481,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_isolation),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_limits),

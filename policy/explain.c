@@ -6,6 +6,34 @@
 #include <string.h>
 
 #include "policy/explain.h"
+#include "policy/internal.h"
+
+void policy_explain_isolation(const policy *p, const char *tenant, const char *template_name,
+                              char *buf, size_t cap)
+{
+    const pol_tenant *t = tenant ? pol_tenant_find(p, tenant) : NULL;
+    const pol_template *tp = template_name ? pol_template_find(p, template_name) : NULL;
+    if (!t || !tp) {
+        snprintf(buf, cap, "none: unknown %s '%s'", t ? "template" : "tenant",
+                 t ? (template_name ? template_name : "") : (tenant ? tenant : ""));
+        return;
+    }
+    sg_isolation got = policy_template_isolation(p, tp->name);
+    char tpart[160], npart[160];
+    if (tp->isolation != SG_ISOLATION_UNSET)
+        snprintf(tpart, sizeof tpart, "template '%s' is %s (templates.%s.isolation)", tp->name,
+                 sg_isolation_name(got), tp->name);
+    else
+        snprintf(tpart, sizeof tpart, "template '%s' is %s (the default; templates.%s.isolation "
+                 "is not set)", tp->name, sg_isolation_name(got), tp->name);
+    if (t->isolation != SG_ISOLATION_UNSET)
+        snprintf(npart, sizeof npart, "tenant '%s' requires at least %s (tenants.%s.isolation)",
+                 t->id, sg_isolation_name(t->isolation), t->id);
+    else
+        snprintf(npart, sizeof npart, "tenant '%s' sets no minimum", t->id);
+    snprintf(buf, cap, "%s: %s; %s", t->isolation > got ? "none (refused)" : sg_isolation_name(got),
+             tpart, npart);
+}
 
 int policy_parse_hostport(const char *s, char *host, size_t cap, uint32_t *port)
 {

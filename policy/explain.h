@@ -22,6 +22,12 @@ typedef struct policy_ask {
 
 void policy_explain(const policy *p, const policy_ask *ask, policy_decision *out);
 
+/* For a create: which isolation it would get and why, naming the rules,
+ * e.g. "gvisor: template 'ci-gv' is gvisor (templates.ci-gv.isolation);
+ * tenant 'acme' requires at least gvisor (tenants.acme.isolation)". */
+void policy_explain_isolation(const policy *p, const char *tenant, const char *template_name,
+                              char *buf, size_t cap);
+
 /* "host:port", "[v6]:port", or a bare host (port 0 = any). 0 or -1. */
 int policy_parse_hostport(const char *s, char *host, size_t cap, uint32_t *port);
 

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/isolation.h"
 #include "policy/policy.h"
 #include "policy/tree.h"
 
@@ -77,6 +78,7 @@ typedef struct pol_tenant {
     uint32_t *templates; size_t n_templates;  /* template idx */
     int scope;
     int require_mtls;
+    sg_isolation isolation;      /* minimum its sandboxes need; UNSET = none */
     pol_limits_src limits;
     pol_ruleset net;
     int tokens_enabled, tokens_required;
@@ -89,6 +91,8 @@ typedef struct pol_template {
     int all_tenants;
     uint32_t *tenants; size_t n_tenants;      /* tenant idx */
     pol_ruleset net;
+    sg_isolation isolation;      /* what it runs under, as the policy says;
+                                    UNSET = not said, taken as process */
 } pol_template;
 
 typedef struct pol_grant {

@@ -30,7 +30,7 @@ static const golden goldens[] = {
      "typo gets a did-you-mean"},
     {"unknown nested key, list of keys",
      T "tenants:\n  - id: a\n    colour: red\n",
-     "p.yaml:5:5: tenants[0].colour: unknown key 'colour', expected one of: id, api_keys, mtls, require_mtls, templates, scope, limits, quotas, user_tokens, network\n",
+     "p.yaml:5:5: tenants[0].colour: unknown key 'colour', expected one of: id, api_keys, mtls, require_mtls, templates, scope, limits, quotas, user_tokens, network, isolation\n",
      "unknown keys are errors"},
     {"unknown key in a rule",
      T "tenants:\n  - id: a\n    network:\n      - hosts: [a.example.com]\n        prots: [443]\n",
@@ -158,6 +158,13 @@ static const golden goldens[] = {
      "",
      "p.yaml: empty policy, expected a mapping with tenants and templates\n",
      "nothing to load"},
+    {"unknown isolation",
+     "templates:\n  - name: a\n    isolation: vm\n  - name: b\n    isolation: [gvisor]\n"
+     "tenants:\n  - id: x\n    isolation: Gvisor\n    templates: [a]\n",
+     "p.yaml:3:16: templates[0].isolation: template 'a': unknown isolation 'vm', expected process or gvisor\n"
+     "p.yaml:5:16: templates[1].isolation: expected a string, got a list\n"
+     "p.yaml:8:16: tenants[0].isolation: tenant 'x': unknown isolation 'Gvisor', expected process or gvisor\n",
+     "fail closed: an isolation the gateway does not know never loads"},
     {"version",
      "version: 2\n",
      "p.yaml:1:10: version: unsupported version 2, expected 1\n",
@@ -250,12 +257,38 @@ static void test_warnings(void **state)
     policy_errors_cleanup(&warns);
 }
 
+/* A tenant that requires gvisor but may use only weaker templates can
+ * create nothing: lint says so; one gvisor template among them is enough. */
+static void test_isolation_contradiction(void **state)
+{
+    (void)state;
+    const char *y = "templates:\n  - name: ci\n  - name: ds\n    isolation: process\n    tenants: [\"*\"]\n"
+                    "  - name: gv\n    isolation: gvisor\n"
+                    "tenants:\n  - id: a\n    api_keys: [" KEY "]\n    isolation: gvisor\n    templates: [ci]\n"
+                    "  - id: b\n    mtls: [spiffe://b]\n    isolation: gvisor\n    templates: [gv]\n";
+    static const char want[] =
+        "p.yaml:11:16: tenants[0].isolation: warning: tenant 'a' requires isolation gvisor but every "
+        "template it may use is weaker; it can create no sandbox\n";
+    policy *p = NULL;
+    policy_errors errs = {0}, warns = {0};
+    assert_int_equal(policy_lint_buffer("p.yaml", y, strlen(y), &p, &errs, &warns), 0);
+    char *got = join(&warns);
+    if (strcmp(got, want) != 0)
+        print_error("--- want\n%s+++ got\n%s", want, got);
+    assert_string_equal(got, want);
+    free(got);
+    policy_unref(p);
+    policy_errors_cleanup(&errs);
+    policy_errors_cleanup(&warns);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_goldens),
         cmocka_unit_test(test_deploy_files_load),
         cmocka_unit_test(test_warnings),
+        cmocka_unit_test(test_isolation_contradiction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

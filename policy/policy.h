@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/isolation.h"
 
 typedef struct policy policy;  /* opaque, refcounted, immutable */
 
@@ -174,6 +175,15 @@ void policy_decide_credentials(const policy *p, const char *tenant,
                                const char *const *asked, size_t n_asked,
                                policy_secret_grant *out, size_t *n_out,
                                policy_decision *dec);
+
+/* Isolation (docs/policy.md "Isolation"). A template's is what the policy
+ * says it runs under (process when it says nothing, or is unknown); a
+ * tenant's is the minimum its sandboxes need (UNSET: none). A create is
+ * denied when the template's is below the tenant's; an allowed create gets
+ * the template's, which the gateway sends to the host as the minimum the
+ * host's own template must meet. */
+sg_isolation policy_template_isolation(const policy *p, const char *template_name);
+sg_isolation policy_tenant_isolation(const policy *p, const char *tenant);
 
 /* Templates the policy names, and whether a tenant may use one. */
 int policy_template_allowed(const policy *p, const char *tenant, const char *template_name);

@@ -111,5 +111,7 @@ int pol_build(policy *p, pol_diag *d, const ynode *root)
         pol_warn(d, root, "tenants", "no tenants: every request will be refused");
     if (tl && nl)
         pol_warn_unused_templates(&v, tl, nl);
+    if (nl)
+        pol_warn_isolation(&v, nl);
     return d->n_errs ? -1 : 0;
 }

@@ -61,6 +61,10 @@ void pol_read_secret(pol_vctx *v, const ynode *m, size_t i, pol_secret *s);
 /* validate_templates.c */
 void pol_read_template(pol_vctx *v, const ynode *m, size_t i, pol_template *t);
 void pol_warn_unused_templates(pol_vctx *v, const ynode *tl, const ynode *nl);
+/* `isolation: process|gvisor` at n into *out; `what` names the owner in errors. */
+void pol_read_isolation(pol_vctx *v, const ynode *n, const char *path, const char *what,
+                        sg_isolation *out);
+void pol_warn_isolation(pol_vctx *v, const ynode *nl);
 
 /* validate_tenants.c: every tenant, then the key and identity indexes */
 void pol_read_tenants(pol_vctx *v, const ynode *l);

@@ -10,7 +10,7 @@
 #include "policy/validate_internal.h"
 
 static const char *const tenant_keys[] = {"id", "api_keys", "mtls", "require_mtls", "templates",
-    "scope", "limits", "quotas", "user_tokens", "network", NULL};
+    "scope", "limits", "quotas", "user_tokens", "network", "isolation", NULL};
 
 static void read_api_keys(pol_vctx *v, const ynode *m, const char *path, pol_tenant *t, pol_named *keys, size_t *nk)
 {
@@ -117,6 +117,12 @@ static void read_tenant(pol_vctx *v, const ynode *m, size_t i, pol_tenant *t,
     if ((n = ymap_get(m, "scope"))) {
         ypath_key(sub, sizeof sub, path, "scope");
         read_scope(v, n, sub, t);
+    }
+    if ((n = ymap_get(m, "isolation"))) {
+        char what[128];
+        snprintf(what, sizeof what, "tenant '%s'", t->id ? t->id : "?");
+        ypath_key(sub, sizeof sub, path, "isolation");
+        pol_read_isolation(v, n, sub, what, &t->isolation);
     }
     t->limits.v = v->p->defaults;
     if ((n = ymap_get(m, "limits"))) {

@@ -5,14 +5,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/isolation.h"
 #include "common/log.h"
 #include "host/driver.h"
 #include "host/host.h"
 
 extern const host_driver host_driver_process;   /* host/drivers/process/ */
+extern const host_driver host_driver_gvisor;    /* host/drivers/gvisor/ */
 
 const host_driver *const host_drivers[] = {
     &host_driver_process,
+    &host_driver_gvisor,
     NULL,
 };
 

@@ -4,6 +4,7 @@
  * (gateway/rules.c) holds the same ids and lengths for the public API. */
 #include <string.h>
 
+#include "common/isolation.h"
 #include "host/core/rules.h"
 #include "policy/policy.h"
 
@@ -35,6 +36,7 @@ static const rpc_field_rule create_fields[] = {
     {"dedupe_key", RPC_CS_TEXT, 399},   /* ids joined by U+001F (tenancy_dedupe_key) */
     {"request.metadata.key", RPC_CS_LABEL_KEY, POLICY_METADATA_KEY_MAX},
     {"request.metadata.value", RPC_CS_TEXT, POLICY_METADATA_VALUE_MAX},
+    {"min_isolation", RPC_CS_ID, 32},
 };
 static const rpc_field_rule ref_fields[] = {SANDBOX_ID};
 static const rpc_field_rule list_fields[] = {{"tenant_id", RPC_CS_ID, ID_MAX}, USER_ID,
@@ -45,6 +47,9 @@ static const rpc_field_rule list_fields[] = {{"tenant_id", RPC_CS_ID, ID_MAX}, U
                                              {"after_id", RPC_CS_SANDBOX_ID, SANDBOX_ID_MAX}};
 static const rpc_field_rule context_fields[] = {SANDBOX_ID, USER_ID,
                                                 {"language", RPC_CS_ID, 32}};
+static const rpc_field_rule sb_user_fields[] = {SANDBOX_ID, USER_ID};
+static const rpc_field_rule ctx_ref_fields[] = {SANDBOX_ID, USER_ID,
+                                                {"context_id", RPC_CS_ID, ID_MAX}};
 static const rpc_field_rule run_fields[] = {SANDBOX_ID, USER_ID,
                                             {"context_id", RPC_CS_ID, ID_MAX},
                                             {"code", RPC_CS_TEXT, NO_LIMIT}};
@@ -63,6 +68,9 @@ static const rpc_rules table[] = {
     {&sandgate__v1__host_list_request__descriptor, list_fields, N(list_fields), 4096},
     {&sandgate__v1__host_extend_request__descriptor, ref_fields, N(ref_fields), 4096},
     {&sandgate__v1__create_context_request__descriptor, context_fields, N(context_fields), 4096},
+    {&sandgate__v1__list_contexts_request__descriptor, sb_user_fields, N(sb_user_fields), 4096},
+    {&sandgate__v1__restart_context_request__descriptor, ctx_ref_fields, N(ctx_ref_fields), 4096},
+    {&sandgate__v1__delete_context_request__descriptor, ctx_ref_fields, N(ctx_ref_fields), 4096},
     {&sandgate__v1__run_code_request__descriptor, run_fields, N(run_fields), 4096},
     {&sandgate__v1__exec_request__descriptor, exec_fields, N(exec_fields), 4096},
     {&sandgate__v1__write_file_request__descriptor, file_fields, N(file_fields), 4096},
@@ -107,6 +115,10 @@ int host_check_create(const Sandgate__V1__HostCreateRequest *req, sg_err *err)
     const Sandgate__V1__CreateSandboxRequest *r = req->request;
     if (!r || !req->owner)
         return sg_err_set(err, SG_EINVAL, "create: request and owner are required");
+    sg_isolation iso;
+    if (req->min_isolation[0] && sg_isolation_parse(req->min_isolation, &iso) < 0)
+        return sg_err_set(err, SG_EINVAL, "min_isolation: unknown isolation \"%s\", expected "
+                          SG_ISOLATION_EXPECTED, req->min_isolation);   /* charset checked */
     if (r->n_env > POLICY_ENV_ENTRIES_MAX)
         return sg_err_set(err, SG_EINVAL, "env: %zu variables; the limit is %u", r->n_env,
                           POLICY_ENV_ENTRIES_MAX);

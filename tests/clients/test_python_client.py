@@ -250,6 +250,86 @@ class CommandsFilesTest(Base):
         self.assertEqual(sb.files.write("small", b"x" * 1000), 1000)
 
 
+class WorkspaceFilesTest(Base):
+
+    def test_streamed_upload_download_resume(self):
+        sb = self.sandbox()
+        data = os.urandom(5 * 1024 * 1024 + 333)
+        r = sb.files.upload("up/big.bin", data, chunk_size=1 << 20)
+        self.assertEqual((r.size, r.bytes_written), (len(data), len(data)))
+        self.assertEqual(sb.files.download("up/big.bin", chunk_size=1 << 20), data)
+        self.assertEqual(sb.files.download("up/big.bin", offset=4000000), data[4000000:])
+        # resume: keep the first 3 MiB, send the rest; a file object works too
+        cut = 3 << 20
+        sb.files.upload("up/res.bin", data[:cut])
+        import io
+        r = sb.files.upload("up/res.bin", io.BytesIO(data[cut:]), offset=cut,
+                            size=len(data))
+        self.assertEqual((r.size, r.bytes_written), (len(data), len(data) - cut))
+        self.assertEqual(sb.files.download("up/res.bin"), data)
+        chunks = list(sb.files.download_chunks("up/res.bin", chunk_size=1 << 20))
+        self.assertEqual(len(chunks), 6)
+        self.assertTrue(chunks[-1].last)
+
+    def test_list_stat_mkdir_rename_remove(self):
+        sb = self.sandbox()
+        pb = self.demo.pb
+        info = sb.files.make_dir("a/b", parents=True)
+        self.assertEqual((info.path, info.type), ("a/b", pb.FILE_TYPE_DIRECTORY))
+        self.assertRaisesSg(sandgate.AlreadyExists, sb.files.make_dir, "a/b")
+        sb.files.write("a/b/f.txt", "hi")
+        ls = sb.files.list("a", recursive=True)
+        self.assertEqual([(e.path, e.size) for e in ls.entries], [("a/b", 0), ("a/b/f.txt", 2)])
+        self.assertFalse(ls.truncated)
+        self.assertEqual(sb.files.stat("a/b/f.txt").size, 2)
+        self.assertTrue(sb.files.exists("a/b/f.txt"))
+        self.assertEqual(sb.files.rename("a/b/f.txt", "a/g.txt").path, "a/g.txt")
+        self.assertFalse(sb.files.exists("a/b/f.txt"))
+        self.assertRaisesSg(sandgate.FailedPrecondition, sb.files.rename, "a/g.txt", "a/b",
+                            overwrite=True)
+        self.assertRaisesSg(sandgate.FailedPrecondition, sb.files.remove, "a")
+        self.assertEqual(sb.files.remove("a", recursive=True), 3)
+        self.assertRaisesSg(sandgate.NotFound, sb.files.stat, "a")
+        self.assertRaisesSg(sandgate.InvalidArgument, sb.files.list, "../etc")
+
+    def test_watch_sees_what_code_writes(self):
+        sb = self.sandbox()
+        pb = self.demo.pb
+        events = sb.files.watch(recursive=True, request_timeout=60)
+        self.assertEqual(next(events).type, pb.FILE_EVENT_READY)
+        sb.run_code("open('w.txt', 'w').write('x')\nimport os; os.remove('w.txt')", timeout=10)
+        seen = []
+        for ev in events:
+            seen.append((ev.type, ev.path))
+            if ev.type == pb.FILE_EVENT_DELETE:
+                break
+        events.close()
+        self.assertEqual(seen, [(pb.FILE_EVENT_CREATE, "w.txt"), (pb.FILE_EVENT_MODIFY, "w.txt"),
+                                (pb.FILE_EVENT_DELETE, "w.txt")])
+
+
+class LabelsTest(Base):
+
+    def test_metadata_and_pages(self):
+        run = uuid.uuid4().hex[:6]
+        made = [self.sandbox(metadata={"run": run, "n": str(i), "odd": str(i % 2)})
+                for i in range(5)]
+        self.assertEqual(made[0].info.metadata, {"run": run, "n": "0", "odd": "0"})
+        self.assertEqual(made[1].get_info().metadata["n"], "1")
+        page = sandgate.Sandbox.list(user_id="alice", metadata={"run": run}, page_size=2,
+                                     client=self.demo)
+        self.assertEqual(len(page), 2)
+        self.assertTrue(page.next_page_token)
+        every = sandgate.Sandbox.list_all(user_id="alice", metadata={"run": run}, page_size=2,
+                                          client=self.demo)
+        self.assertEqual([s.sandbox_id for s in every], sorted(s.sandbox_id for s in made))
+        odd = sandgate.Sandbox.list_all(user_id="alice", metadata={"run": run, "odd": "1"},
+                                        client=self.demo)
+        self.assertEqual(sorted(s.metadata["n"] for s in odd), ["1", "3"])
+        self.assertRaisesSg(sandgate.InvalidArgument, sandgate.Sandbox.list, user_id="alice",
+                            page_token="nope", client=self.demo)
+
+
 class LifecycleTest(Base):
 
     def test_with_kills_in_finally(self):

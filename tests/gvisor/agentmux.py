@@ -91,10 +91,13 @@ class Shim:
         return cls(proc)
 
     @classmethod
-    def start_runsc(cls, preload="", stderr=None, platform="ptrace"):
+    def start_runsc(cls, preload="", stderr=None, platform="ptrace",
+                    split_uid=False):
         """The agent as pid 1 of a runsc container: read-only binds of the
         system, tmpfs /tmp and /workspace, uid 65534, no capabilities,
-        no_new_privs, --network=none; a state dir of its own."""
+        no_new_privs, --network=none; a state dir of its own. split_uid:
+        the agent as root inside with CAP_SETUID/SETGID/KILL only, its
+        children as 65534 (--child-uid)."""
         work = tempfile.mkdtemp(prefix="sg-gva-")
         # Fixed length: runsc matches container ids by prefix.
         cid = "sggva" + os.urandom(8).hex()
@@ -104,7 +107,10 @@ class Shim:
         write_bundle(bundle, ["/usr/bin/python3", "-I",
                               "/sandgate/agent/agent.py",
                               "--runtime", "/sandgate/runtime",
-                              "--preload", preload])
+                              "--preload", preload] +
+                     (["--child-uid", "65534"] if split_uid else []),
+                     uid=0 if split_uid else 65534,
+                     caps=SPLIT_CAPS if split_uid else [])
         argv = [RUNSC, "--root", state, "--network=none",
                 "--platform=%s" % platform, "--ignore-cgroups",
                 "run", "--bundle", bundle, cid]
@@ -462,7 +468,10 @@ class Run:
         return r[-1]["text/plain"].decode() if r else None
 
 
-def write_bundle(bundle, args, uid=65534):
+SPLIT_CAPS = ["CAP_SETUID", "CAP_SETGID", "CAP_KILL"]
+
+
+def write_bundle(bundle, args, uid=65534, caps=()):
     """A minimal OCI bundle for the agent: the system read-only, the
     runtime and agent read-only, tmpfs /tmp and /workspace, no capabilities,
     no_new_privs, nobody."""
@@ -494,7 +503,7 @@ def write_bundle(bundle, args, uid=65534):
     for f in ("ld.so.cache",):
         open(os.path.join(rootfs, "etc", f), "a").close()
     os.makedirs(os.path.join(rootfs, "etc", "alternatives"), exist_ok=True)
-    none = []
+    none = list(caps)
     spec = {
         "ociVersion": "1.0.0",
         "process": {
@@ -504,8 +513,8 @@ def write_bundle(bundle, args, uid=65534):
             "env": ["PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/workspace", "TMPDIR=/tmp", "MPLBACKEND=Agg"],
             "cwd": "/workspace",
             "capabilities": {"bounding": none, "effective": none,
-                             "inheritable": none, "permitted": none,
-                             "ambient": none},
+                             "inheritable": [], "permitted": none,
+                             "ambient": []},
             "noNewPrivileges": True,
             "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
         },

@@ -452,6 +452,52 @@ class Runsc(AgentCases, unittest.TestCase):
         self.shim.wait_op("ctxexit", id="attacker")
 
 
+class RunscSplitUid(unittest.TestCase):
+    """--child-uid: the agent root inside gVisor, its children nobody."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.shim = am.Shim.start_runsc(split_uid=True)
+        cls.shim.ready(timeout=120)
+        cls.default = cls.shim.activate(env={"PATH": "/usr/bin:/bin"},
+                                        workdir="/workspace")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.shim.close()
+
+    def test_children_cannot_kill_or_stop_pid1(self):
+        probe = ("import os, signal\nres = []\n"
+                 "for s in (signal.SIGKILL, signal.SIGSTOP):\n"
+                 "    try:\n        os.kill(1, s); res.append('sent')\n"
+                 "    except PermissionError:\n        res.append('EPERM')\n"
+                 "(os.getuid(), os.getgid(), os.getgroups(), res, "
+                 "open('/proc/self/status').read().split('CapEff:')[1].split()[0])")
+        r = self.default.run(probe)
+        self.assertIsNone(r.error)
+        self.assertEqual(eval(r.text), (65534, 65534, [], ["EPERM", "EPERM"],
+                                        "0000000000000000"))
+        c = self.shim.open_ctx("later")
+        self.assertEqual(eval(c.run(probe).text)[:4],
+                         (65534, 65534, [], ["EPERM", "EPERM"]))
+        time.sleep(0.3)
+        self.assertEqual(self.default.run("'alive'").text, "'alive'")
+        e = self.shim.exec("who", "id -u; id -g; grep CapEff /proc/self/status; "
+                           "kill -9 1; echo rc=$?")
+        code, sig, out, err = e.wait()
+        self.assertEqual(out.split(b"\n")[:2], [b"65534", b"65534"], err)
+        self.assertIn(b"0000000000000000", out)
+        self.assertIn(b"rc=1", out)
+        # The agent can still signal what runs as nobody.
+        c.kill()
+        self.assertEqual(self.shim.wait_op("ctxexit", id="later")["signal"], 9)
+        e = self.shim.exec("sleeper", "sleep 60")
+        time.sleep(0.2)
+        self.shim.send_control({"op": "killexec", "id": "sleeper"})
+        self.assertEqual(e.wait()[1], 9)
+        self.assertEqual(self.shim.violations, [])
+
+
 class RunscFatal(FatalCases, unittest.TestCase):
     pass
 
@@ -464,7 +510,7 @@ def main():
         if why:
             print("skipped: %s" % why)
             sys.exit(77)
-        names = ["Runsc", "RunscFatal"]
+        names = ["Runsc", "RunscSplitUid", "RunscFatal"]
     else:
         names = ["Direct", "DirectFatal"]
     suite = unittest.TestSuite()

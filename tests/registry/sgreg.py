@@ -80,6 +80,7 @@ class Fleet:
         self.tmp, self.etcd, self.pool = tmp, etcd, pool
         self.prefix = "/sgtest-%s/" % uuid.uuid4().hex[:8]
         self.hosts, self.gateways, self.addrs = {}, {}, {}
+        self.killed = set()   # hosts killed -9: their sandboxes' cgroups outlive them
         reg = "registry:\n  etcd: [\"%s\"]\n  prefix: %s\n" % (etcd.ep, self.prefix)
         self.policy = os.path.join(tmp, "policy.yaml")
         with open(self.policy, "w") as f:
@@ -116,6 +117,7 @@ class Fleet:
                                "--state-dir", os.path.join(d, "state"), "--port-file", pf],
                         {"SANDGATE_POOL_SIZE": self.pool})
         self.hosts[name] = p
+        self.killed.discard(name)   # a new life removes its last life's sandboxes
         wait(lambda: os.path.exists(pf) or p.poll() is not None, "host %s to start" % name, 30)
         assert p.poll() is None, self.log(name)[-3000:]
         if wait_registered:
@@ -136,7 +138,10 @@ class Fleet:
     def kill(self, name, sig=None):
         import signal
         p = self.hosts.pop(name, None) or self.gateways.pop(name, None)
+        if sig == signal.SIGKILL:
+            self.killed.add(name)
         if p and p.poll() is None:
+            p.send_signal(signal.SIGCONT)   # a stopped process takes no SIGTERM
             p.send_signal(sig or signal.SIGTERM)
             try:
                 p.wait(timeout=30)
@@ -152,3 +157,33 @@ class Fleet:
     def stop(self):
         for name in list(self.hosts) + list(self.gateways):
             self.kill(name)
+        for name in self.killed:
+            reap_cgroups(name)
+
+
+def reap_cgroups(host_name):
+    """What a host killed -9 and never restarted leaves: its sandboxes'
+    cgroups (<root>/sandgate/<host>-<id>) and their processes."""
+    import glob
+    import signal
+    for d in glob.glob("/sys/fs/cgroup/*/sandgate/%s-*" % host_name) + \
+            glob.glob("/sys/fs/cgroup/sandgate/%s-*" % host_name):
+        for _ in range(50):
+            pids = []
+            for root, _dirs, files in os.walk(d):
+                if "cgroup.procs" in files:
+                    with open(os.path.join(root, "cgroup.procs")) as f:
+                        pids += [int(x) for x in f.read().split()]
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.02)
+        for root, dirs, _files in sorted(os.walk(d), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(root)
+            except OSError:
+                pass

@@ -17,7 +17,9 @@ lease ttl 2 s. Checks, in order:
      says which sandbox was lost; when the host comes back it kills that
      orphan, so the task's sandbox is reachable once;
   6. a host killed -9: HOST_LOST, the task again elsewhere; the host
-     restarted: the old id is SANDBOX_LOST, nothing of it left in etcd.
+     restarted: the old id is SANDBOX_LOST, nothing of it left in etcd;
+  7. placement by load: 12 new tasks through both gateways land on both
+     hosts, neither taking more than 9.
 
 Env: SANDGATE_BUILD. Run with /usr/bin/python3 as root.
 """
@@ -287,6 +289,22 @@ class Claims(unittest.TestCase):
         self.assertFalse([k for k in f.keys("sandboxes") if old in k])
         self.assertFalse([k for k in f.keys("live") if old in k])
         S["g1"].kill(KD, "u5", new.sandbox_id)
+
+
+class Placement(unittest.TestCase):
+    def test_7_new_tasks_spread_by_load(self):
+        per = {}
+        made = []
+        for i in range(12):
+            api = S["g1"] if i % 2 else S["g2"]
+            sid = api.create(KD, "u7", "spread-%d-%s" % (i, uuid.uuid4().hex[:4])).sandbox_id
+            made.append((api, sid))
+            per[host_of(sid)] = per.get(host_of(sid), 0) + 1
+        print("12 tasks over the hosts: %s" % per)
+        self.assertEqual(set(per), {S["ha"], S["hb"]})
+        self.assertLessEqual(max(per.values()), 9)
+        for api, sid in made:
+            api.kill(KD, "u7", sid)
 
 
 def get(api, sid, timeout=30):

@@ -18,7 +18,7 @@ sandgate.smolagents has a code executor for smolagents' CodeAgent.
 from .aio import AsyncClient, AsyncCodeContext, AsyncSandbox
 from .client import Client
 from .config import ConnectionConfig
-from .errors import (AuthenticationError, Cancelled, DeadlineExceededError, HostUnavailable,
+from .errors import (AlreadyExists, AuthenticationError, Cancelled, FailedPrecondition, DeadlineExceededError, HostUnavailable,
                      InvalidArgument, InvalidArgumentError, NotFound, NotFoundError,
                      PermissionDenied, PermissionDeniedError, PolicyDenied, QuotaExceeded,
                      QuotaExceededError, SandboxLost, SandboxNotFound, SandgateError, Timeout,
@@ -36,6 +36,7 @@ __all__ = [
     "SandboxList",
     "SandgateError", "Unauthenticated", "PermissionDenied", "PolicyDenied", "NotFound",
     "SandboxNotFound", "SandboxLost", "QuotaExceeded", "InvalidArgument", "Timeout",
+    "AlreadyExists", "FailedPrecondition",
     "Unavailable", "HostUnavailable", "Cancelled",
     "AuthenticationError", "PermissionDeniedError", "NotFoundError", "QuotaExceededError",
     "InvalidArgumentError", "DeadlineExceededError", "UnavailableError",

@@ -37,11 +37,12 @@ def user(user_id: Optional[str], default: Optional[str]) -> str:
 
 def create(template: str, user_id: str, task_id: str, ttl_seconds: Optional[float],
            env: Optional[Mapping[str, str]], egress: Egress, secrets: Iterable[str],
-           user_token: str) -> Any:
+           user_token: str, metadata: Optional[Mapping[str, str]] = None) -> Any:
     req = pb.CreateSandboxRequest(template=template, user_id=user_id, task_id=task_id,
                                   ttl_seconds=_seconds("ttl_seconds", ttl_seconds),
                                   secrets=list(secrets or ()), user_token=user_token or "")
     req.env.update(dict(env or {}))
+    req.metadata.update(dict(metadata or {}))
     for t in egress or ():
         if isinstance(t, str):
             host, port = t, 0
@@ -101,3 +102,25 @@ def list_answer(resp: Any) -> Tuple[list, list]:
             unreachable = list(getattr(resp, name))
             break
     return list(resp.sandboxes), unreachable
+
+
+def upload_requests(sandbox_id: str, user_id: str, path: str, data: Any, offset: int,
+                    chunk_size: int, mode: int, size: int) -> Iterable[Any]:
+    """UploadFile's stream: the first message names the file, the rest carry
+    data only. data: bytes/str, or a binary file-like object (read in chunks)."""
+    if isinstance(data, str):
+        data = data.encode()
+    if chunk_size <= 0 or chunk_size > 4 << 20:
+        raise ValueError("chunk_size must be 1..4194304 bytes")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        view = memoryview(data)
+        pieces = (bytes(view[i:i + chunk_size]) for i in range(0, len(view), chunk_size))
+    else:
+        pieces = iter(lambda: data.read(chunk_size), b"")
+    first = pb.UploadFileRequest(sandbox_id=sandbox_id, user_id=user_id, path=path,
+                                 offset=int(offset), mode=int(mode), size=int(size))
+    piece = next(pieces, b"")
+    first.data = piece
+    yield first
+    for piece in pieces:
+        yield pb.UploadFileRequest(data=piece)

@@ -31,12 +31,31 @@ METHODS: Dict[str, Tuple[bool, Any, Any]] = {
     "Exec": (True, pb.ExecRequest, pb.ExecEvent),
     "WriteFile": (False, pb.WriteFileRequest, pb.WriteFileResponse),
     "ReadFile": (False, pb.ReadFileRequest, pb.ReadFileResponse),
+    "ListFiles": (False, pb.ListFilesRequest, pb.ListFilesResponse),
+    "StatFile": (False, pb.StatFileRequest, pb.FileInfo),
+    "MakeDir": (False, pb.MakeDirRequest, pb.FileInfo),
+    "RemoveFile": (False, pb.RemoveFileRequest, pb.RemoveFileResponse),
+    "RenameFile": (False, pb.RenameFileRequest, pb.FileInfo),
+    "DownloadFile": (True, pb.DownloadFileRequest, pb.FileChunk),
+    "WatchFiles": (True, pb.WatchFilesRequest, pb.FileEvent),
+}
+
+# Client-streaming methods: name -> (request class, response class).
+CLIENT_STREAMING: Dict[str, Tuple[Any, Any]] = {
+    "UploadFile": (pb.UploadFileRequest, pb.UploadFileResponse),
 }
 
 
 def _check() -> None:
     svc = pb.DESCRIPTOR.services_by_name["Sandboxes"]
     for m in svc.methods:
+        if m.name in CLIENT_STREAMING:
+            req, resp = CLIENT_STREAMING[m.name]
+            if (req.DESCRIPTOR is not m.input_type or resp.DESCRIPTOR is not m.output_type
+                    or not m.client_streaming or m.server_streaming):
+                raise ImportError("sandgate: _rpc.CLIENT_STREAMING[%r] disagrees with "
+                                  "sandgate.proto" % m.name)
+            continue
         mine = METHODS.get(m.name)
         if mine is None:
             continue  # a newer server method this client does not call yet
@@ -56,4 +75,8 @@ def bind(channel: Any) -> Dict[str, Any]:
         make = channel.unary_stream if streaming else channel.unary_unary
         out[name] = make("/%s/%s" % (SERVICE, name), request_serializer=req.SerializeToString,
                          response_deserializer=resp.FromString)
+    for name, (req, resp) in CLIENT_STREAMING.items():
+        out[name] = channel.stream_unary("/%s/%s" % (SERVICE, name),
+                                         request_serializer=req.SerializeToString,
+                                         response_deserializer=resp.FromString)
     return out

@@ -74,6 +74,14 @@ class Client:
         finally:
             call.cancel()  # no-op once the call has finished
 
+    def client_stream(self, method: str, requests: Any, timeout: Optional[float] = None) -> Any:
+        """Call a client-streaming RPC by name with an iterator of requests;
+        returns the reply or raises SandgateError."""
+        try:
+            return self._calls[method](requests, metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
     def close(self) -> None:
         self._channel.close()
 

@@ -95,6 +95,17 @@ class InvalidArgument(SandgateError):
     """INVALID_ARGUMENT: the request itself is malformed; the message names the field."""
 
 
+class AlreadyExists(SandgateError):
+    """ALREADY_EXISTS: e.g. MakeDir of an existing directory, RenameFile onto
+    an existing path without overwrite."""
+
+
+class FailedPrecondition(SandgateError):
+    """FAILED_PRECONDITION: the target is in the wrong state, e.g. removing
+    a non-empty directory without recursive, a rename that would replace a
+    directory with a file."""
+
+
 class Timeout(SandgateError):
     """DEADLINE_EXCEEDED: the call's client-side deadline passed. (Code that
     runs past its own timeout is not this: see Execution.timed_out.)"""
@@ -138,6 +149,8 @@ _BY_CODE: Dict[grpc.StatusCode, Type[SandgateError]] = {
     grpc.StatusCode.NOT_FOUND: NotFound,
     grpc.StatusCode.RESOURCE_EXHAUSTED: QuotaExceeded,
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
     grpc.StatusCode.DEADLINE_EXCEEDED: Timeout,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.CANCELLED: Cancelled,

@@ -315,13 +315,15 @@ class SandboxInfo:
     created_at: Optional[datetime.datetime]
     expires_at: Optional[datetime.datetime]
     state: str  # "running" or "terminated"
+    metadata: Dict[str, str] = field(default_factory=dict)  # labels
 
     @classmethod
     def from_pb(cls, m: Any) -> "SandboxInfo":
         from ._rpc import pb
         state = pb.SandboxState.Name(m.state).replace("SANDBOX_STATE_", "").lower()
+        md = dict(m.metadata) if "metadata" in m.DESCRIPTOR.fields_by_name else {}
         return cls(m.sandbox_id, m.template, m.user_id, m.task_id, _ms(m.created_at),
-                   _ms(m.expires_at), state)
+                   _ms(m.expires_at), state, md)
 
 
 class SandboxList(List[SandboxInfo]):
@@ -330,7 +332,9 @@ class SandboxList(List[SandboxInfo]):
     are missing from the list; empty when the answer is complete)."""
 
     unreachable_hosts: List[str]
+    next_page_token: str   # "" = the last page; pass as page_token for the next
 
-    def __init__(self, items: Any = (), unreachable_hosts: Any = ()):
+    def __init__(self, items: Any = (), unreachable_hosts: Any = (), next_page_token: str = ""):
         super().__init__(items)
         self.unreachable_hosts = list(unreachable_hosts)
+        self.next_page_token = next_page_token

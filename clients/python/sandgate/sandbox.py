@@ -106,6 +106,108 @@ class Files:
                                timeout=request_timeout)
         return int(resp.bytes_written)
 
+    # The calls below return the proto messages as they are (sandgate.v1
+    # FileInfo, FileEvent, ...): sb.client.pb.FILE_TYPE_DIRECTORY etc.
+
+    def list(self, path: str = "", recursive: bool = False, max_entries: int = 0,
+             request_timeout: Optional[float] = None) -> Any:
+        """ListFilesResponse: .entries (FileInfo: path, name, type, size,
+        mode, mtime ms), sorted by path; .truncated when max_entries (0 =
+        1000, at most 10000) cut it short."""
+        sb = self._sb
+        return sb.client.unary("ListFiles", rq.ref(pb.ListFilesRequest, sb.sandbox_id, sb.user_id,
+                                                   path=path, recursive=recursive,
+                                                   max_entries=max_entries),
+                               timeout=request_timeout)
+
+    def stat(self, path: str = "", request_timeout: Optional[float] = None) -> Any:
+        """FileInfo of path ("" = the workspace). A FIFO, socket or device
+        raises InvalidArgument; a missing path NotFound."""
+        sb = self._sb
+        return sb.client.unary("StatFile", rq.ref(pb.StatFileRequest, sb.sandbox_id, sb.user_id,
+                                                  path=path), timeout=request_timeout)
+
+    def exists(self, path: str) -> bool:
+        from .errors import NotFound
+        try:
+            self.stat(path)
+            return True
+        except NotFound:
+            return False
+
+    def make_dir(self, path: str, parents: bool = False, mode: int = 0,
+                 request_timeout: Optional[float] = None) -> Any:
+        """mkdir (parents=True: mkdir -p, an existing directory is fine); FileInfo."""
+        sb = self._sb
+        return sb.client.unary("MakeDir", rq.ref(pb.MakeDirRequest, sb.sandbox_id, sb.user_id,
+                                                 path=path, parents=parents, mode=mode),
+                               timeout=request_timeout)
+
+    def remove(self, path: str, recursive: bool = False,
+               request_timeout: Optional[float] = None) -> int:
+        """Remove a file, or a directory (with everything in it if
+        recursive); returns the entries removed."""
+        sb = self._sb
+        resp = sb.client.unary("RemoveFile", rq.ref(pb.RemoveFileRequest, sb.sandbox_id,
+                                                    sb.user_id, path=path, recursive=recursive),
+                               timeout=request_timeout)
+        return int(resp.removed)
+
+    def rename(self, src: str, dst: str, overwrite: bool = False,
+               request_timeout: Optional[float] = None) -> Any:
+        """Rename within the workspace; FileInfo of dst. An existing dst is
+        AlreadyExists unless overwrite; a file never replaces a directory nor
+        a directory a file."""
+        sb = self._sb
+        return sb.client.unary("RenameFile", rq.ref(pb.RenameFileRequest, sb.sandbox_id,
+                                                    sb.user_id, from_path=src, to_path=dst,
+                                                    overwrite=overwrite),
+                               timeout=request_timeout)
+
+    def upload(self, path: str, data: Any, *, offset: int = 0, chunk_size: int = 1 << 20,
+               mode: int = 0, size: Optional[int] = None,
+               request_timeout: Optional[float] = None) -> Any:
+        """Stream bytes, str or a binary file object to path in chunks (any
+        size up to the workspace quota). offset > 0 resumes: the file keeps
+        its first offset bytes and the data goes after them. size (default:
+        len(data) when known) is checked against the quota up front.
+        Returns UploadFileResponse (.size, .bytes_written)."""
+        sb = self._sb
+        if size is None:
+            try:
+                size = offset + len(data)
+            except TypeError:
+                size = 0
+        return sb.client.client_stream(
+            "UploadFile", rq.upload_requests(sb.sandbox_id, sb.user_id, path, data, offset,
+                                             chunk_size, mode, size),
+            timeout=request_timeout)
+
+    def download_chunks(self, path: str, *, offset: int = 0, length: int = 0,
+                        chunk_size: int = 0, request_timeout: Optional[float] = None) -> Any:
+        """Iterate FileChunk messages (.offset, .data, .size, .last)."""
+        sb = self._sb
+        return sb.client.stream("DownloadFile", rq.ref(
+            pb.DownloadFileRequest, sb.sandbox_id, sb.user_id, path=path, offset=offset,
+            length=length, chunk_bytes=chunk_size), timeout=request_timeout)
+
+    def download(self, path: str, *, offset: int = 0, length: int = 0, chunk_size: int = 0,
+                 request_timeout: Optional[float] = None) -> bytes:
+        """The file's bytes from offset (length 0 = to the end), streamed in chunks."""
+        return b"".join(c.data for c in self.download_chunks(
+            path, offset=offset, length=length, chunk_size=chunk_size,
+            request_timeout=request_timeout))
+
+    def watch(self, path: str = "", recursive: bool = False,
+              request_timeout: Optional[float] = None) -> Any:
+        """Iterate FileEvent messages under path: first FILE_EVENT_READY, then
+        CREATE/MODIFY/DELETE/RENAME (and OVERFLOW when events were dropped),
+        until the sandbox ends; close the iterator to stop watching."""
+        sb = self._sb
+        return sb.client.stream("WatchFiles", rq.ref(pb.WatchFilesRequest, sb.sandbox_id,
+                                                     sb.user_id, path=path, recursive=recursive),
+                                timeout=request_timeout)
+
 
 class Sandbox:
     """One remote sandbox. Make one with Sandbox.create(...), attach to an
@@ -134,7 +236,8 @@ class Sandbox:
     def create(cls, template: str = "code-interpreter", *, user_id: Optional[str] = None,
                task_id: str = "", ttl_seconds: Optional[float] = None,
                env: Optional[Mapping[str, str]] = None, egress: rq.Egress = (),
-               secrets: Iterable[str] = (), user_token: str = "", client: Optional[Client] = None,
+               secrets: Iterable[str] = (), user_token: str = "",
+               metadata: Optional[Mapping[str, str]] = None, client: Optional[Client] = None,
                request_timeout: Optional[float] = None, **conn: Any) -> "Sandbox":
         """Create the sandbox of (user_id, task_id); creating again for the
         same task returns the same sandbox.
@@ -149,6 +252,8 @@ class Sandbox:
                 {"host":, "port":}; denied unless the policy grants it.
             secrets: names of credentials the task needs.
             user_token: signed end-user token, where the tenant requires one.
+            metadata: labels (key -> value), returned by get_info()/list()
+                and matched by list(metadata=...).
             client: a shared Client; without it one is made from **conn
                 (addr=, api_key=, tls=, ...; see ConnectionConfig) and the
                 environment, and closed with the sandbox.
@@ -160,7 +265,7 @@ class Sandbox:
         try:
             u = rq.user(user_id, c.user_id)
             info = c.unary("CreateSandbox", rq.create(template, u, task_id, ttl_seconds, env,
-                                                      egress, secrets, user_token),
+                                                      egress, secrets, user_token, metadata),
                            timeout=request_timeout)
         except BaseException:
             if owns:
@@ -184,20 +289,40 @@ class Sandbox:
         return cls(c, info, u, owns)
 
     @staticmethod
-    def list(*, user_id: Optional[str] = None, client: Optional[Client] = None,
+    def list(*, user_id: Optional[str] = None, metadata: Optional[Mapping[str, str]] = None,
+             page_size: int = 0, page_token: str = "", client: Optional[Client] = None,
              request_timeout: Optional[float] = None, **conn: Any) -> SandboxList:
-        """The caller's own sandboxes for this user, as SandboxInfo; see
-        SandboxList.unreachable_hosts for an answer that may be partial."""
+        """One page of the caller's own sandboxes for this user, as
+        SandboxInfo, in sandbox_id order: only those carrying every label in
+        metadata; page_size 0 = 100 (at most 1000). SandboxList.next_page_token
+        is the page_token of the next page ("" = last); see
+        SandboxList.unreachable_hosts for an answer that may be partial.
+        list_all() walks every page."""
         c, owns = _client(client, conn)
         try:
-            resp = c.unary("ListSandboxes",
-                           pb.ListSandboxesRequest(user_id=rq.user(user_id, c.user_id)),
-                           timeout=request_timeout)
+            req = pb.ListSandboxesRequest(user_id=rq.user(user_id, c.user_id),
+                                          page_size=page_size, page_token=page_token)
+            req.metadata.update(dict(metadata or {}))
+            resp = c.unary("ListSandboxes", req, timeout=request_timeout)
         finally:
             if owns:
                 c.close()
         boxes, unreachable = rq.list_answer(resp)
-        return SandboxList([SandboxInfo.from_pb(m) for m in boxes], unreachable)
+        return SandboxList([SandboxInfo.from_pb(m) for m in boxes], unreachable,
+                           resp.next_page_token)
+
+    @staticmethod
+    def list_all(*, page_size: int = 0, **kw: Any) -> SandboxList:
+        """Every page of list(**kw) joined (unreachable_hosts of them all)."""
+        out = SandboxList()
+        token = ""
+        while True:
+            page = Sandbox.list(page_size=page_size, page_token=token, **kw)
+            out.extend(page)
+            out.unreachable_hosts = sorted(set(out.unreachable_hosts) | set(page.unreachable_hosts))
+            token = page.next_page_token
+            if not token:
+                return out
 
     @property
     def sandbox_id(self) -> str:

@@ -10,6 +10,7 @@ children.py's; a context itself is host/runtime's (context.py), imported,
 not copied.
 
 Run as: /usr/bin/python3 -I agent.py [--runtime DIR] [--preload a,b]
+                                    [--child-uid N [--child-gid N]]
 
 It trusts the shim's framing to be right and treats a frame that is not
 (unknown type or op, bad JSON, past a limit or a window) as the end: a
@@ -68,6 +69,11 @@ def _parse_args(argv):
     p.add_argument("--preload", default="")
     # Tests of the agent without gVisor share the machine's loopback.
     p.add_argument("--egress-port", type=int, default=EGRESS_PORT)
+    # Run as root inside gVisor (CAP_SETUID, CAP_SETGID, CAP_KILL only) and
+    # start every context and exec as this uid/gid: then code in the sandbox
+    # cannot SIGKILL or SIGSTOP pid 1, which this runsc does not prevent.
+    p.add_argument("--child-uid", type=int)
+    p.add_argument("--child-gid", type=int)
     return p.parse_args(argv)
 
 
@@ -98,7 +104,11 @@ class Agent:
         self.chans = {}                 # num -> Channel (owned)
         self.max_shim_chan = mux.DEFAULT_ERR
         self.next_egress = mux.EGRESS_FIRST
-        self.children = Children()
+        drop = None
+        if args.child_uid is not None:
+            gid = args.child_gid if args.child_gid is not None else args.child_uid
+            drop = (args.child_uid, gid)
+        self.children = Children(drop)
         self.activated = False
         self.env = {}                   # the sandbox's, from activate
         self.held_dead = False          # the default context died before activate
@@ -566,6 +576,8 @@ def main(argv):
     sys.path.insert(0, args.runtime)
     import prctl   # host/runtime
     agent = Agent(in_fd, out_fd, args, prctl)
+    if args.child_uid is not None and (os.geteuid() != 0 or args.child_uid == 0):
+        agent.fatal("--child-uid: the agent must run as root and the children not")
     # Contexts run as our uid: non-dumpable keeps them from ptrace and
     # /proc/1/mem of the agent (forks inherit it).
     prctl.set_dumpable(False)

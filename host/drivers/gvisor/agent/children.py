@@ -14,6 +14,7 @@ import signal
 import socket
 
 ID_MAX = 128        # as host/init (INIT_ID_MAX)
+SETPRIV = "/usr/bin/setpriv"
 CTX_MAX = 64        # = HOST_MAX_CONTEXTS
 EXEC_MAX = 256
 
@@ -57,7 +58,10 @@ class Child:
 
 
 class Children:
-    def __init__(self):
+    def __init__(self, drop=None):
+        # (uid, gid) children run as, when the agent runs as root inside
+        # gVisor (--child-uid): then no child can signal or trace pid 1.
+        self.drop = drop
         self.ctx = {}      # id -> Child
         self.exec = {}
         self._by_pid = {}  # pid -> Child
@@ -86,7 +90,7 @@ class Children:
                 os.close(fd)
             raise Refused("fork: %s" % os.strerror(e.errno)) from None
         if pid == 0:
-            _become_context(ctx_end, out_w, err_w, env)   # never returns
+            _become_context(ctx_end, out_w, err_w, env, self.drop)   # never returns
         # Also from here: the group exists before any KILLCTX can come.
         try:
             os.setpgid(pid, pid)
@@ -107,8 +111,14 @@ class Children:
         try:
             # posix_spawn (vfork-like): no copy of the agent's big heap.
             # Its cwd is the agent's, which is the workdir after activate.
+            argv = ["/bin/sh", "-c", command]
+            if self.drop:
+                # posix_spawn cannot change uid; setpriv does, then execs.
+                argv = [SETPRIV, "--reuid=%d" % self.drop[0],
+                        "--regid=%d" % self.drop[1], "--clear-groups",
+                        "--"] + argv
             pid = os.posix_spawn(
-                "/bin/sh", ["/bin/sh", "-c", command], env,
+                argv[0], argv, env,
                 file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
                               (os.POSIX_SPAWN_DUP2, out_w, 1),
                               (os.POSIX_SPAWN_DUP2, err_w, 2)],
@@ -174,11 +184,18 @@ class Children:
         self._by_pid[c.pid] = c
 
 
-def _become_context(ctx_end, out_w, err_w, env):
+def _become_context(ctx_end, out_w, err_w, env, drop):
     """In the forked child: keep only the context's own fds, take the
-    sandbox's environment, run the runtime's context. Never returns."""
+    sandbox's environment (and its uid), run the runtime's context. Never
+    returns."""
     try:
         os.setpgid(0, 0)
+        if drop:
+            os.setgroups([])
+            os.setresgid(drop[1], drop[1], drop[1])
+            os.setresuid(drop[0], drop[0], drop[0])   # clears every capability
+            import prctl
+            prctl.set_dumpable(False)   # a uid change resets it
         signal.set_wakeup_fd(-1)
         for s in AGENT_SIGNALS:
             try:
