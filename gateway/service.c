@@ -248,6 +248,12 @@ static void fill_host_request(gw_req *r, Sandgate__V1__CreateSandboxRequest *req
     p->hreq.sandbox_id = p->id;
     p->hreq.dedupe_key = p->dedupe;
     p->hreq.egress_byte_cap = lim.egress_bytes;
+    /* The policy allowed the template's isolation for this tenant; the host
+     * checks its own template against it (and against the tenant's minimum,
+     * should the two ever disagree). */
+    sg_isolation iso = policy_template_isolation(r->pol, req->template_),
+                 min = policy_tenant_isolation(r->pol, r->id.tenant);
+    p->hreq.min_isolation = (char *)sg_isolation_name(iso > min ? iso : min);
 }
 
 /* While a host is down every create would say so: once a second is enough. */

@@ -51,6 +51,7 @@
 typedef struct host_sandbox host_sandbox;
 typedef struct host_ctx host_ctx;
 typedef struct host_template host_template;
+struct sgc_cgroup_limits;
 
 typedef struct host_driver {
     /* The config's `isolation` value, and what GetSandbox/ListSandboxes and
@@ -126,6 +127,11 @@ typedef struct host_driver {
      * be asked again next tick (start blocking work elsewhere and return 0).
      * Called until it returns 1, never again after. May be NULL. */
     int (*cleanup_after_empty)(host_sandbox *sb);
+    /* The cgroup limits the core is about to write for sb (at launch, and
+     * when a pool sandbox is handed out with other limits): a driver whose
+     * own machinery lives in the groups adds its headroom (gvisor: the
+     * Sentry's memory and threads). May be NULL: written as they are. */
+    void (*cgroup_limits)(const host_sandbox *sb, struct sgc_cgroup_limits *lim);
 } host_driver;
 
 /* host/core/drivers.c: the registration point. NULL-terminated. */

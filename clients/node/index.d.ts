@@ -63,6 +63,39 @@ export interface CreateOptions extends SandboxTarget, CallOptions {
   secrets?: string[];
   /** Signed end-user token, where the tenant requires one. */
   userToken?: string;
+  /** Labels (key -> value): returned in SandboxInfo.metadata, matched by list({metadata}). */
+  metadata?: Record<string, string>;
+}
+
+export interface ListOptions extends SandboxTarget, CallOptions {
+  /** Only sandboxes carrying every one of these labels. */
+  metadata?: Record<string, string>;
+  /** 0 = 100; at most 1000. */
+  pageSize?: number;
+  /** nextPageToken of the previous page; '' = the first. */
+  pageToken?: string;
+}
+
+export interface FileInfo {
+  path: string;
+  name: string;
+  type: 'FILE_TYPE_FILE' | 'FILE_TYPE_DIRECTORY' | 'FILE_TYPE_SYMLINK' | 'FILE_TYPE_FIFO' |
+    'FILE_TYPE_SOCKET' | 'FILE_TYPE_DEVICE' | 'FILE_TYPE_UNSPECIFIED';
+  size: number;
+  mode: number;
+  /** Unix ms */
+  mtime: number;
+}
+
+export interface FileChunk { offset: number; data: Buffer; size: number; last: boolean; }
+
+export interface FileEvent {
+  type: 'FILE_EVENT_READY' | 'FILE_EVENT_CREATE' | 'FILE_EVENT_MODIFY' | 'FILE_EVENT_DELETE' |
+    'FILE_EVENT_RENAME' | 'FILE_EVENT_OVERFLOW' | 'FILE_EVENT_TYPE_UNSPECIFIED';
+  path: string;
+  from_path: string;
+  is_dir: boolean;
+  dropped: number;
 }
 
 export interface SandboxInfo {
@@ -73,11 +106,14 @@ export interface SandboxInfo {
   createdAt: Date | null;
   expiresAt: Date | null;
   state: 'running' | 'terminated' | 'unspecified';
+  metadata: Record<string, string>;
 }
 
 export interface SandboxList extends Array<SandboxInfo> {
   /** Hosts the gateway could not ask; their sandboxes are missing. Empty = complete. */
   unreachableHosts: string[];
+  /** '' = the last page; else pass as pageToken. */
+  nextPageToken: string;
 }
 
 export declare class Result {
@@ -177,12 +213,27 @@ export declare class Files {
   read(path: string, opts?: CallOptions & { format?: 'text' }): Promise<string>;
   read(path: string, opts: CallOptions & { format: 'bytes' }): Promise<Buffer>;
   write(path: string, data: string | Buffer, opts?: CallOptions & { mode?: number }): Promise<number>;
+  list(path?: string, opts?: CallOptions & { recursive?: boolean; maxEntries?: number }):
+    Promise<{ entries: FileInfo[]; truncated: boolean }>;
+  stat(path?: string, opts?: CallOptions): Promise<FileInfo>;
+  exists(path: string): Promise<boolean>;
+  makeDir(path: string, opts?: CallOptions & { parents?: boolean; mode?: number }): Promise<FileInfo>;
+  remove(path: string, opts?: CallOptions & { recursive?: boolean }): Promise<number>;
+  rename(src: string, dst: string, opts?: CallOptions & { overwrite?: boolean }): Promise<FileInfo>;
+  upload(path: string, data: string | Buffer | Iterable<Buffer> | AsyncIterable<Buffer>,
+    opts?: CallOptions & { offset?: number; chunkSize?: number; mode?: number; size?: number }):
+    Promise<{ size: number; bytes_written: number }>;
+  download(path: string, opts?: CallOptions & { offset?: number; length?: number; chunkSize?: number;
+    onChunk?: (c: FileChunk) => void; signal?: AbortSignal }): Promise<Buffer>;
+  watch(path: string, onEvent: (ev: FileEvent) => void,
+    opts?: CallOptions & { recursive?: boolean; signal?: AbortSignal }): Promise<void>;
 }
 
 export declare class Sandbox {
   static create(opts?: CreateOptions): Promise<Sandbox>;
   static connect(sandboxId: string, opts?: SandboxTarget & CallOptions): Promise<Sandbox>;
-  static list(opts?: SandboxTarget & CallOptions): Promise<SandboxList>;
+  static list(opts?: ListOptions): Promise<SandboxList>;
+  static listAll(opts?: ListOptions): Promise<SandboxList>;
   /** Create, run fn, and kill in a finally. */
   static using<T>(opts: CreateOptions, fn: (sb: Sandbox) => Promise<T> | T): Promise<T>;
   readonly client: Client;
@@ -230,3 +281,5 @@ export declare class Timeout extends SandgateError {}
 export declare class Unavailable extends SandgateError {}
 export declare class HostUnavailable extends Unavailable {}
 export declare class Cancelled extends SandgateError {}
+export declare class AlreadyExists extends SandgateError {}
+export declare class FailedPrecondition extends SandgateError {}

@@ -22,5 +22,6 @@ module.exports = {
   NotFound: errors.NotFound, SandboxNotFound: errors.SandboxNotFound, SandboxLost: errors.SandboxLost,
   QuotaExceeded: errors.QuotaExceeded, InvalidArgument: errors.InvalidArgument,
   Timeout: errors.Timeout, Unavailable: errors.Unavailable, HostUnavailable: errors.HostUnavailable,
-  Cancelled: errors.Cancelled,
+  Cancelled: errors.Cancelled, AlreadyExists: errors.AlreadyExists,
+  FailedPrecondition: errors.FailedPrecondition,
 };

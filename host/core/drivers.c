@@ -11,9 +11,11 @@
 #include "host/host.h"
 
 extern const host_driver host_driver_process;   /* host/drivers/process/ */
+extern const host_driver host_driver_gvisor;    /* host/drivers/gvisor/ */
 
 const host_driver *const host_drivers[] = {
     &host_driver_process,
+    &host_driver_gvisor,
     NULL,
 };
 

@@ -106,10 +106,35 @@ static void test_no_overrun(void **state)
         assert_int_equal(buf[i], 'Z');
 }
 
+/* host_path_clean_dir: the workspace itself is "." (ListFiles, StatFile,
+ * WatchFiles); everything else as host_path_clean. */
+static void test_dir_rows(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path, *want;
+    } ok[] = {{"", "."}, {"/workspace", "."}, {"/workspace/", "."}, {"././/.", "."},
+              {"a//b/", "a/b"}, {"/workspace/./x", "x"}};
+    static const char *const bad[] = {"..", "/etc", "a/../b", "/workspacex"};
+    char out[HOST_PATH_MAX];
+    sg_err e;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        if (host_path_clean_dir(ok[i].path, out, sizeof out, &e) != 0)
+            fail_msg("\"%s\": refused: %s", ok[i].path, e.msg);
+        if (strcmp(out, ok[i].want) != 0)
+            fail_msg("\"%s\": got \"%s\", want \"%s\"", ok[i].path, out, ok[i].want);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (host_path_clean_dir(bad[i], out, sizeof out, &e) != SG_EINVAL)
+            fail_msg("\"%s\": accepted as \"%s\"", bad[i], out);
+    assert_int_equal(host_path_clean_dir("", out, 1, &e), SG_EINVAL);   /* no room for "." */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_dir_rows),
         cmocka_unit_test(test_no_overrun),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

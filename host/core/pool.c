@@ -147,6 +147,8 @@ static int bind_cgroups(host_sandbox *sb, char *eb, size_t ebl)
     sgc_cgroup_limits lim = {.memory_bytes = sb->limits.memory_bytes,
                              .pids = sb->limits.pids,
                              .cpu_millis = sb->limits.cpu_millis};
+    if (sb->drv && sb->drv->cgroup_limits)
+        sb->drv->cgroup_limits(sb, &lim);
     return sgc_cgroup_set_limits(H.cfg.cgroup_root, sb->cgroup, &lim, eb, ebl);
 }
 

@@ -4,6 +4,7 @@
  * (gateway/rules.c) holds the same ids and lengths for the public API. */
 #include <string.h>
 
+#include "common/isolation.h"
 #include "host/core/rules.h"
 #include "policy/policy.h"
 
@@ -35,6 +36,7 @@ static const rpc_field_rule create_fields[] = {
     {"dedupe_key", RPC_CS_TEXT, 399},   /* ids joined by U+001F (tenancy_dedupe_key) */
     {"request.metadata.key", RPC_CS_LABEL_KEY, POLICY_METADATA_KEY_MAX},
     {"request.metadata.value", RPC_CS_TEXT, POLICY_METADATA_VALUE_MAX},
+    {"min_isolation", RPC_CS_ID, 32},
 };
 static const rpc_field_rule ref_fields[] = {SANDBOX_ID};
 static const rpc_field_rule list_fields[] = {{"tenant_id", RPC_CS_ID, ID_MAX}, USER_ID,
@@ -107,6 +109,10 @@ int host_check_create(const Sandgate__V1__HostCreateRequest *req, sg_err *err)
     const Sandgate__V1__CreateSandboxRequest *r = req->request;
     if (!r || !req->owner)
         return sg_err_set(err, SG_EINVAL, "create: request and owner are required");
+    sg_isolation iso;
+    if (req->min_isolation[0] && sg_isolation_parse(req->min_isolation, &iso) < 0)
+        return sg_err_set(err, SG_EINVAL, "min_isolation: unknown isolation \"%s\", expected "
+                          SG_ISOLATION_EXPECTED, req->min_isolation);   /* charset checked */
     if (r->n_env > POLICY_ENV_ENTRIES_MAX)
         return sg_err_set(err, SG_EINVAL, "env: %zu variables; the limit is %u", r->n_env,
                           POLICY_ENV_ENTRIES_MAX);

@@ -55,6 +55,7 @@ void host_sandbox_fill(const host_sandbox *sb, Sandgate__V1__HostSandbox *out,
     s->expires_at = sb->expires_ms;
     s->n_metadata = sb->n_meta;
     s->metadata = sb->meta_ptrs;
+    s->isolation = (char *)(sb->drv ? sb->drv->name : "process");
     s->state = sb->state == SB_KILLING ? SANDGATE__V1__SANDBOX_STATE__SANDBOX_STATE_TERMINATED
                                        : SANDGATE__V1__SANDBOX_STATE__SANDBOX_STATE_RUNNING;
     o->tenant_id = (char *)sb->tenant;
@@ -351,6 +352,8 @@ int host_sandbox_launch(host_sandbox *sb, host_template *t, const char *env, int
         sgc_cgroup_limits lim = {.memory_bytes = sb->limits.memory_bytes,
                                  .pids = sb->limits.pids,
                                  .cpu_millis = sb->limits.cpu_millis};
+        if (sb->drv->cgroup_limits)
+            sb->drv->cgroup_limits(sb, &lim);
         if (sgc_cgroup_create(H.cfg.cgroup_root, sb->cgroup, &lim, procs, sizeof procs, eb,
                               sizeof eb) != 0)
             return sg_err_set(err, SG_EINTERNAL, "cgroup for %s: %s", sb->id, eb);
@@ -365,6 +368,23 @@ int host_sandbox_launch(host_sandbox *sb, host_template *t, const char *env, int
     return rc;
 }
 
+/* Fail closed on the host's own word: the template's isolation in this
+ * host's config must be at least what the create requires, whoever asks. */
+static int check_isolation(const host_template *t, const Sandgate__V1__HostCreateRequest *req,
+                           sg_err *err)
+{
+    sg_isolation want = SG_ISOLATION_UNSET;
+    if (req->min_isolation[0] && sg_isolation_parse(req->min_isolation, &want) < 0)
+        return sg_err_set(err, SG_EINVAL, "min_isolation: unknown isolation, expected "
+                          SG_ISOLATION_EXPECTED);
+    sg_isolation have = t->cfg->isolation ? t->cfg->isolation : SG_ISOLATION_PROCESS;
+    if (have < want)
+        return sg_err_set(err, SG_EPRECOND, "template '%s' runs under isolation %s on this host; "
+                          "the create requires at least %s", t->cfg->name,
+                          sg_isolation_name(have), sg_isolation_name(want));
+    return 0;
+}
+
 int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err)
 {
     if (host_check_create(req, err) != 0)
@@ -373,8 +393,20 @@ int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *ca
     if (!t)
         return sg_err_set(err, SG_EINVAL, "create: this host has no template \"%.64s\"",
                           req->request->template_);
+    if (check_isolation(t, req, err) != 0)
+        return err->code;
     pthread_mutex_lock(&H.mu);
     host_sandbox *old = req->dedupe_key[0] ? find_dedupe(req->dedupe_key) : NULL;
+    /* The task's live sandbox answers only if it, too, is strong enough
+     * (it may be of another template, from before a policy change). */
+    host_template *ot = old ? host_template_find(old->template_name) : NULL;
+    if (old && (!ot || check_isolation(ot, req, err) != 0)) {
+        pthread_mutex_unlock(&H.mu);
+        if (!ot)
+            sg_err_set(err, SG_EPRECOND, "create: the task's live sandbox %s has no template "
+                       "on this host", old->id);
+        return err->code;
+    }
     if (old && old->state == SB_RUNNING) {
         reply_created(old, 1, call);
         pthread_mutex_unlock(&H.mu);

@@ -123,11 +123,11 @@ static wdir *dir_by_wd(watcher *w, int wd)
 }
 
 /* A watch on rel (a directory beneath the workspace) and, when recursive,
- * on every directory below it. depth > 0 is a directory that appeared
- * while watched: what is already in it was made before its watch existed
+ * on every directory below it. synth: a directory that appeared while
+ * watched: what is already in it was made before its watch existed
  * (mkdir -p, an unpacked archive), so each entry gets a CREATE here; one
  * made between the watch and the scan may come twice. */
-static void add_tree(watcher *w, const char *rel, int depth)
+static void add_tree(watcher *w, const char *rel, int depth, int synth)
 {
     if (w->n_dirs >= WATCH_DIRS_MAX) {
         if (!w->dirs_full)
@@ -181,7 +181,7 @@ static void add_tree(watcher *w, const char *rel, int depth)
     while ((de = readdir(dp)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (depth > 0) {
+        if (synth) {
             char *p = join(rel, de->d_name);
             if (p)
                 push(w, SANDGATE__V1__FILE_EVENT_TYPE__FILE_EVENT_CREATE, p, NULL,
@@ -191,7 +191,7 @@ static void add_tree(watcher *w, const char *rel, int depth)
             continue;
         char *sub = join(rel, de->d_name);
         if (sub)
-            add_tree(w, sub, depth + 1);
+            add_tree(w, sub, depth + 1, synth);
         free(sub);
     }
     closedir(dp);
@@ -277,7 +277,7 @@ static void read_events(watcher *w)
                     char *copy = is_dir && w->recursive ? strdup(path) : NULL;
                     push(w, SANDGATE__V1__FILE_EVENT_TYPE__FILE_EVENT_CREATE, path, NULL, is_dir, 0);
                     if (copy)
-                        add_tree(w, copy, 1);
+                        add_tree(w, copy, 1, 1);
                     free(copy);
                 }
             } else if (ev->mask & IN_CREATE) {
@@ -285,7 +285,7 @@ static void read_events(watcher *w)
                 char *copy = is_dir && w->recursive ? strdup(path) : NULL;
                 push(w, SANDGATE__V1__FILE_EVENT_TYPE__FILE_EVENT_CREATE, path, NULL, is_dir, 0);
                 if (copy)
-                    add_tree(w, copy, 1);
+                    add_tree(w, copy, 1, 1);
                 free(copy);
             } else if (ev->mask & IN_DELETE) {
                 flush_moved(w);
@@ -519,7 +519,7 @@ int host_fwatch_begin(const host_file_target *t, const Sandgate__V1__WatchFilesR
         return sg_err_set(err, SG_EUNAVAIL, "the host cannot watch files now; retry later");
     }
     pthread_mutex_lock(&W.mu);   /* add_tree may queue an overflow */
-    add_tree(w, w->root, 0);
+    add_tree(w, w->root, 0, 0);
     pthread_mutex_unlock(&W.mu);
     if (w->n_dirs == 0) {
         watcher_free(w);

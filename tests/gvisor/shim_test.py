@@ -115,9 +115,13 @@ class ShimTest(unittest.TestCase):
         self.assertTrue(lines[1].startswith("Linux version 4.4.0"))
         self.assertEqual(lines[2], "200999")
         self.assertIn("CapEff:\t0000000000000000", lines)
-        self.assertIn("CapBnd:\t0000000000000000", lines)
+        # the agent's three (SETUID, SETGID, KILL) bound, none held
+        self.assertIn("CapBnd:\t00000000000000e0", lines)
         self.assertEqual(lines[-2], "1")                       # /usr is bound read-only
         self.assertEqual(lines[-1], "w")
+        # the agent is root with CAP_KILL; its children cannot signal it
+        out, _, _ = exec_cmd(s, "e3", "kill -9 1; echo rc=$?; kill -STOP 1; echo rc=$?")
+        self.assertEqual(out.split(), [b"rc=1", b"rc=1"])
         # network: loopback only
         out, _, _ = exec_cmd(s, "e2", "cat /proc/net/dev | tail -n +3 | cut -d: -f1")
         self.assertEqual(out.split(), [b"lo"])
@@ -204,6 +208,24 @@ class ShimTest(unittest.TestCase):
         took = wait_eof(s, 30)
         self.assertLess(took, 15)
         self.assertIn("did not answer", s.logtext())
+
+    def test_egress_connection_relayed(self):
+        s = self.s
+        s.start(egress=True)
+        s.send("EXEC e1 python3 -c \"import socket; c = socket.create_connection(('127.0.0.1', "
+               "3128)); c.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n'); print(c.recv(100).decode())\"")
+        _, efds = s.expect("EXEC e1")
+        text, fds = s.expect("EGRESS")
+        self.assertEqual(len(fds), 1)
+        conn = socket.socket(fileno=fds[0])
+        got = b""
+        while not got.endswith(b"\r\n\r\n"):
+            got += conn.recv(100)
+        self.assertEqual(got, b"GET / HTTP/1.0\r\n\r\n")
+        conn.sendall(b"HTTP/1.0 200 OK")
+        conn.close()
+        self.assertEqual(read_all(efds[0]), b"HTTP/1.0 200 OK\n")
+        s.expect("EXIT e1 0 0")
 
     def test_activate_before_ready_and_bad_activate(self):
         s = self.s

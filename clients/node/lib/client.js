@@ -102,6 +102,27 @@ class Client {
     });
   }
 
+  /** A client-streaming RPC by name: writes each message of `requests`
+   * (an iterable or async iterable), waiting for the stream to drain, then
+   * half-closes; resolves to the reply, rejects with a SandgateError. */
+  clientStream(method, requests, timeout) {
+    const t = timeout === undefined || timeout === null ? this.config.timeout : timeout;
+    return new Promise((resolve, reject) => {
+      let ended = false;
+      const call = this._stub[method](this._md, { deadline: deadline(t) }, (err, resp) => {
+        ended = true;
+        if (err) reject(fromServiceError(err)); else resolve(resp);
+      });
+      (async () => {
+        for await (const m of requests) {
+          if (ended) return;
+          if (!call.write(m)) await new Promise((r) => call.once('drain', r));
+        }
+        call.end();
+      })().catch((e) => { call.cancel(); reject(e); });
+    });
+  }
+
   close() { this._stub.close(); }
 }
 

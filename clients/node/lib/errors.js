@@ -40,6 +40,8 @@ class SandboxLost extends SandboxNotFound {
 }
 class QuotaExceeded extends SandgateError {}
 class InvalidArgument extends SandgateError {}
+class AlreadyExists extends SandgateError {}
+class FailedPrecondition extends SandgateError {}
 class Timeout extends SandgateError {}
 class Unavailable extends SandgateError {}
 class HostUnavailable extends Unavailable {}
@@ -54,6 +56,7 @@ const BY_CODE = {
   [status.UNAUTHENTICATED]: Unauthenticated, [status.PERMISSION_DENIED]: PermissionDenied,
   [status.NOT_FOUND]: NotFound, [status.RESOURCE_EXHAUSTED]: QuotaExceeded,
   [status.INVALID_ARGUMENT]: InvalidArgument, [status.DEADLINE_EXCEEDED]: Timeout,
+  [status.ALREADY_EXISTS]: AlreadyExists, [status.FAILED_PRECONDITION]: FailedPrecondition,
   [status.UNAVAILABLE]: Unavailable, [status.CANCELLED]: Cancelled,
 };
 
@@ -135,5 +138,5 @@ function fromServiceError(err) {
 module.exports = {
   SandgateError, Unauthenticated, PermissionDenied, PolicyDenied, NotFound, SandboxNotFound,
   SandboxLost, QuotaExceeded, InvalidArgument, Timeout, Unavailable, HostUnavailable, Cancelled,
-  fromServiceError, errorInfo,
+  AlreadyExists, FailedPrecondition, fromServiceError, errorInfo,
 };

@@ -151,6 +151,7 @@ function sandboxInfo(m) {
     createdAt: m.created_at ? new Date(Number(m.created_at)) : null,
     expiresAt: m.expires_at ? new Date(Number(m.expires_at)) : null,
     state: String(m.state).replace('SANDBOX_STATE_', '').toLowerCase(),
+    metadata: { ...(m.metadata || {}) },
   };
 }
 

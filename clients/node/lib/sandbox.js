@@ -4,7 +4,7 @@
 // sb.setTimeout, sb.kill. Times are in seconds, as in the API.
 'use strict';
 const { Client } = require('./client');
-const { SandboxNotFound, SandgateError } = require('./errors');
+const { NotFound, SandboxNotFound, SandgateError } = require('./errors');
 const { RunCodeAccumulator, ExecAccumulator, sandboxInfo } = require('./execution');
 
 // The server enforces an action's timeout; the client deadline only bounds a stuck call.
@@ -100,6 +100,110 @@ class Files {
     }, opts.requestTimeout);
     return Number(r.bytes_written);
   }
+
+  // The calls below resolve to the API's messages as they are (snake_case
+  // fields, enums as names: FileInfo {path, name, type: 'FILE_TYPE_FILE',
+  // size, mode, mtime (ms)}, FileEvent {type: 'FILE_EVENT_CREATE', path,
+  // from_path, is_dir, dropped}).
+
+  _req(extra) { return { sandbox_id: this._sb.sandboxId, user_id: this._sb.userId, ...extra }; }
+
+  /** {entries: FileInfo[], truncated}; opts: recursive, maxEntries (0 = 1000, at most 10000). */
+  async list(path = '', opts = {}) {
+    return this._sb.client.unary('ListFiles', this._req({
+      path, recursive: !!opts.recursive, max_entries: opts.maxEntries || 0,
+    }), opts.requestTimeout);
+  }
+
+  /** FileInfo ('' = the workspace); a FIFO, socket or device is InvalidArgument. */
+  async stat(path = '', opts = {}) {
+    return this._sb.client.unary('StatFile', this._req({ path }), opts.requestTimeout);
+  }
+
+  async exists(path) {
+    try { await this.stat(path); return true; } catch (e) { if (e instanceof NotFound) return false; throw e; }
+  }
+
+  /** mkdir; opts.parents (mkdir -p), opts.mode (0 = 0755). Resolves to FileInfo. */
+  async makeDir(path, opts = {}) {
+    return this._sb.client.unary('MakeDir', this._req({ path, parents: !!opts.parents, mode: opts.mode || 0 }),
+      opts.requestTimeout);
+  }
+
+  /** Remove a file or directory (opts.recursive for one with entries); resolves to the entries removed. */
+  async remove(path, opts = {}) {
+    const r = await this._sb.client.unary('RemoveFile', this._req({ path, recursive: !!opts.recursive }),
+      opts.requestTimeout);
+    return Number(r.removed);
+  }
+
+  /** Rename within the workspace (opts.overwrite to replace); resolves to the FileInfo of dst. */
+  async rename(src, dst, opts = {}) {
+    return this._sb.client.unary('RenameFile', this._req({
+      from_path: src, to_path: dst, overwrite: !!opts.overwrite,
+    }), opts.requestTimeout);
+  }
+
+  /** Stream a Buffer, string or (async) iterable of Buffers to path in
+   * chunks (up to the workspace quota). opts: offset (resume: keep that
+   * many bytes, write after them), chunkSize (default 1 MiB, at most 4 MiB),
+   * mode, size (checked against the quota first; default the data's length
+   * when known), requestTimeout. Resolves to {size, bytes_written}. */
+  async upload(path, data, opts = {}) {
+    const chunk = opts.chunkSize || 1024 * 1024;
+    if (!(chunk > 0 && chunk <= 4 * 1024 * 1024)) throw new TypeError('sandgate: chunkSize must be 1..4194304');
+    const offset = opts.offset || 0;
+    if (typeof data === 'string') data = Buffer.from(data, 'utf8');
+    let size = opts.size;
+    if (size === undefined && Buffer.isBuffer(data)) size = offset + data.length;
+    const sb = this._sb;
+    async function* pieces() {
+      if (Buffer.isBuffer(data)) {
+        for (let i = 0; i < data.length; i += chunk) yield data.subarray(i, i + chunk);
+      } else {
+        for await (const b of data) {
+          for (let i = 0; i < b.length; i += chunk) yield b.subarray(i, i + chunk);
+        }
+      }
+    }
+    async function* messages() {
+      let first = true;
+      for await (const p of pieces()) {
+        if (first) {
+          first = false;
+          yield { sandbox_id: sb.sandboxId, user_id: sb.userId, path, offset, mode: opts.mode || 0,
+            size: size || 0, data: p };
+        } else {
+          yield { data: p };
+        }
+      }
+      if (first) yield { sandbox_id: sb.sandboxId, user_id: sb.userId, path, offset, mode: opts.mode || 0, size: size || 0 };
+    }
+    const r = await sb.client.clientStream('UploadFile', messages(), opts.requestTimeout || 600);
+    return { size: Number(r.size), bytes_written: Number(r.bytes_written) };
+  }
+
+  /** The file's bytes as a Buffer, streamed in chunks. opts: offset,
+   * length (0 = to the end), chunkSize (0 = 1 MiB), onChunk(FileChunk), requestTimeout. */
+  async download(path, opts = {}) {
+    const parts = [];
+    await this._sb.client.stream('DownloadFile', this._req({
+      path, offset: opts.offset || 0, length: opts.length || 0, chunk_bytes: opts.chunkSize || 0,
+    }), opts.requestTimeout || 600, (c) => {
+      parts.push(Buffer.from(c.data));
+      if (opts.onChunk) opts.onChunk(c);
+    }, opts.signal);
+    return Buffer.concat(parts);
+  }
+
+  /** Watch path ('' = the workspace): onEvent(FileEvent) for each event,
+   * first FILE_EVENT_READY. Resolves when the sandbox ends; abort
+   * opts.signal to stop (the promise then rejects with its reason).
+   * opts: recursive, requestTimeout (s, default a day). */
+  watch(path, onEvent, opts = {}) {
+    return this._sb.client.stream('WatchFiles', this._req({ path: path || '', recursive: !!opts.recursive }),
+      opts.requestTimeout || 86400, onEvent, opts.signal);
+  }
 }
 
 class Sandbox {
@@ -117,7 +221,8 @@ class Sandbox {
    * Create the sandbox of (userId, taskId); creating again for the same task
    * returns the same one. opts: template (default 'code-interpreter'),
    * userId, taskId, ttlSeconds, env, egress ("host" | [host, port] |
-   * {host, port}), secrets, userToken, requestTimeout, and client or the
+   * {host, port}), secrets, userToken, metadata (labels: key -> value),
+   * requestTimeout, and client or the
    * connection options (addr, apiKey, tls, ...). Without client, a Client is
    * made and closed with the sandbox.
    */
@@ -129,6 +234,7 @@ class Sandbox {
         template: opts.template || 'code-interpreter', user_id: userId, task_id: opts.taskId || '',
         ttl_seconds: seconds('ttlSeconds', opts.ttlSeconds), env: { ...(opts.env || {}) },
         egress: egressOf(opts.egress), secrets: [...(opts.secrets || [])], user_token: opts.userToken || '',
+        metadata: { ...(opts.metadata || {}) },
       }, opts.requestTimeout);
       return new Sandbox(client, info, userId, owns);
     } catch (e) {
@@ -151,18 +257,42 @@ class Sandbox {
     }
   }
 
-  /** The caller's sandboxes for this user: an array of SandboxInfo with
-   * .unreachableHosts (hosts not asked; empty when the answer is complete). */
+  /** One page of the caller's sandboxes for this user, in sandbox id
+   * order: an array of SandboxInfo with .unreachableHosts (hosts not
+   * asked; empty when the answer is complete) and .nextPageToken ('' = the
+   * last page). opts: metadata (only sandboxes with all these labels),
+   * pageSize (0 = 100, at most 1000), pageToken. listAll() walks every page. */
   static async list(opts = {}) {
     const [client, owns] = clientOf(opts);
     try {
-      const r = await client.unary('ListSandboxes', { user_id: userOf(opts, client) }, opts.requestTimeout);
+      const r = await client.unary('ListSandboxes', {
+        user_id: userOf(opts, client), metadata: { ...(opts.metadata || {}) },
+        page_size: opts.pageSize || 0, page_token: opts.pageToken || '',
+      }, opts.requestTimeout);
       const out = (r.sandboxes || []).map(sandboxInfo);
       out.unreachableHosts = [...(r.unreachable_hosts || [])];
+      out.nextPageToken = r.next_page_token || '';
       return out;
     } finally {
       if (owns) client.close();
     }
+  }
+
+  /** Every page of list(opts), joined. */
+  static async listAll(opts = {}) {
+    const all = [];
+    const unreachable = new Set();
+    let token = '';
+    for (;;) {
+      const page = await Sandbox.list({ ...opts, pageToken: token });
+      all.push(...page);
+      for (const h of page.unreachableHosts) unreachable.add(h);
+      token = page.nextPageToken;
+      if (!token) break;
+    }
+    all.unreachableHosts = [...unreachable];
+    all.nextPageToken = '';
+    return all;
   }
 
   /** Create a sandbox, run fn(sb), and kill it in a finally; resolves to fn's result. */

@@ -306,6 +306,71 @@ test('files round trip; out of the workspace; over the cap', async () => {
   assert.equal(e.rule, 'limits.file_bytes');
 });
 
+test('workspace files: streamed upload/download with resume, list/stat/mkdir/rename/remove, watch', async () => {
+  const sb = await sandbox('wsfiles');
+  const crypto = require('node:crypto');
+  const data = crypto.randomBytes(5 * 1024 * 1024 + 77);
+  const r = await sb.files.upload('up/big.bin', data);
+  assert.deepEqual(r, { size: data.length, bytes_written: data.length });
+  let chunks = 0;
+  const back = await sb.files.download('up/big.bin', { chunkSize: 1024 * 1024, onChunk: () => { chunks++; } });
+  assert.ok(back.equals(data));
+  assert.equal(chunks, 6);
+  assert.ok((await sb.files.download('up/big.bin', { offset: 4000000 })).equals(data.subarray(4000000)));
+  // resume from an offset, the rest from an async iterable
+  const cut = 3 * 1024 * 1024;
+  await sb.files.upload('up/res.bin', data.subarray(0, cut));
+  async function* rest() { yield data.subarray(cut, cut + 1000000); yield data.subarray(cut + 1000000); }
+  const r2 = await sb.files.upload('up/res.bin', rest(), { offset: cut, size: data.length });
+  assert.equal(r2.size, data.length);
+  assert.ok((await sb.files.download('up/res.bin')).equals(data));
+  // the rest of the file calls
+  const d = await sb.files.makeDir('a/b', { parents: true });
+  assert.equal(d.type, 'FILE_TYPE_DIRECTORY');
+  await rejectsWith(sb.files.makeDir('a/b'), sg.AlreadyExists, 'mkdir of an existing directory');
+  await sb.files.write('a/b/f.txt', 'hi');
+  const ls = await sb.files.list('a', { recursive: true });
+  assert.deepEqual(ls.entries.map((e) => [e.path, Number(e.size)]), [['a/b', 0], ['a/b/f.txt', 2]]);
+  assert.equal(ls.truncated, false);
+  assert.equal(Number((await sb.files.stat('a/b/f.txt')).size), 2);
+  assert.equal((await sb.files.rename('a/b/f.txt', 'a/g.txt')).path, 'a/g.txt');
+  assert.equal(await sb.files.exists('a/b/f.txt'), false);
+  await rejectsWith(sb.files.remove('a'), sg.FailedPrecondition, 'remove of a non-empty directory');
+  assert.equal(await sb.files.remove('a', { recursive: true }), 3);
+  await rejectsWith(sb.files.list('../etc'), sg.InvalidArgument, 'list out of the workspace');
+  // watch sees what the code writes and deletes
+  const ac = new AbortController();
+  const seen = [];
+  let ready;
+  const isReady = new Promise((res) => { ready = res; });
+  const watching = sb.files.watch('', (ev) => {
+    if (ev.type === 'FILE_EVENT_READY') { ready(); return; }
+    seen.push([ev.type, ev.path]);
+    if (ev.type === 'FILE_EVENT_DELETE') ac.abort(new Error('done'));
+  }, { recursive: true, signal: ac.signal }).catch((e) => e);
+  await isReady;
+  await sb.runCode("open('w.txt', 'w').write('x')\nimport os; os.remove('w.txt')", { timeout: 10 });
+  const end = await watching;
+  assert.equal(end.message, 'done');
+  assert.deepEqual(seen, [['FILE_EVENT_CREATE', 'w.txt'], ['FILE_EVENT_MODIFY', 'w.txt'], ['FILE_EVENT_DELETE', 'w.txt']]);
+});
+
+test('labels: metadata on create, list filtered in pages', async () => {
+  const run = `r${process.pid}x${n}`;
+  const made = [];
+  for (let i = 0; i < 5; i++) made.push(await sandbox('labels', { metadata: { run, n: String(i), odd: String(i % 2) } }));
+  assert.deepEqual(made[0].info.metadata, { run, n: '0', odd: '0' });
+  assert.equal((await made[1].getInfo()).metadata.n, '1');
+  const page = await sg.Sandbox.list({ userId: 'alice', metadata: { run }, pageSize: 2, client: demo });
+  assert.equal(page.length, 2);
+  assert.ok(page.nextPageToken);
+  const all = await sg.Sandbox.listAll({ userId: 'alice', metadata: { run }, pageSize: 2, client: demo });
+  assert.deepEqual(all.map((s) => s.sandboxId), made.map((s) => s.sandboxId).sort());
+  const odd = await sg.Sandbox.listAll({ userId: 'alice', metadata: { run, odd: '1' }, client: demo });
+  assert.deepEqual(odd.map((s) => s.metadata.n).sort(), ['1', '3']);
+  await rejectsWith(sg.Sandbox.list({ userId: 'alice', pageToken: 'nope', client: demo }), sg.InvalidArgument, 'a bad page token');
+});
+
 // ---- lifecycle ----------------------------------------------------------------------
 
 test('Sandbox.using kills in a finally, also when fn throws', async () => {

@@ -29,6 +29,9 @@ egress = False
 lsock = None
 next_egress = 2**31 + 1
 hung = False
+# --child-uid N: as the real agent, children run as N (the agent is root
+# inside gVisor with CAP_SETUID/SETGID/KILL only)
+child_uid = int(sys.argv[sys.argv.index("--child-uid") + 1]) if "--child-uid" in sys.argv else None
 
 
 def frame(t, chan, payload=b""):
@@ -64,7 +67,9 @@ def start_exec(m):
         return
     p = subprocess.Popen(["/bin/sh", "-c", m["command"]], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/workspace",
-                         start_new_session=True)
+                         start_new_session=True,
+                         **({"user": child_uid, "group": child_uid, "extra_groups": []}
+                            if child_uid is not None else {}))
     execs[m["id"]] = [p, m["out"], m["err"], 2]
     fd_chan[p.stdout.fileno()] = (m["id"], m["out"], p.stdout)
     fd_chan[p.stderr.fileno()] = (m["id"], m["err"], p.stderr)

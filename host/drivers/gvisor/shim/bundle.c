@@ -203,15 +203,24 @@ static void bind(sbuf *s, const char *dst, const char *src, bool rw)
     put(s, ",\"options\":[\"rbind\",\"%s\",\"nosuid\",\"nodev\"]}", rw ? "rw" : "ro");
 }
 
+#define SPLIT_CAPS "[\"CAP_SETUID\",\"CAP_SETGID\",\"CAP_KILL\"]"
+
 char *shim_bundle_config_json(const shim_config *c, const shim_paths *p)
 {
     sbuf s = {.b = malloc(4096), .cap = 4096};
     s.b[0] = 0;
+    /* The agent is root inside gVisor (the Sentry's credentials, nothing
+     * of the host's) with only CAP_SETUID/SETGID/KILL, and starts every
+     * context and exec as the sandbox's uid (--child-uid), so no code of
+     * the sandbox can signal, stop or trace pid 1: this runsc delivers
+     * SIGKILL/SIGSTOP to pid 1 from inside, and a dead or frozen agent is
+     * a hung Sentry (issue 14). */
     put(&s, "{\"ociVersion\":\"1.0.2\",\"process\":{\"terminal\":false,"
-            "\"user\":{\"uid\":%u,\"gid\":%u},\"args\":[",
-        (unsigned)c->uid, (unsigned)c->uid);
+            "\"user\":{\"uid\":0,\"gid\":0},\"args\":[");
     str(&s, c->python);
-    put(&s, ",\"-I\",\"" SHIM_AGENT_MNT "/agent.py\",\"--runtime\",\"" SHIM_RUNTIME_MNT "\"");
+    put(&s, ",\"-I\",\"" SHIM_AGENT_MNT "/agent.py\",\"--runtime\",\"" SHIM_RUNTIME_MNT "\","
+            "\"--child-uid\",\"%u\",\"--child-gid\",\"%u\"",
+        (unsigned)c->uid, (unsigned)c->uid);
     if (c->preload && *c->preload) {
         put(&s, ",\"--preload\",");
         str(&s, c->preload);
@@ -221,9 +230,9 @@ char *shim_bundle_config_json(const shim_config *c, const shim_paths *p)
     put(&s, "],\"env\":[\"PATH=/usr/local/bin:/usr/bin:/bin\",\"LANG=C.UTF-8\","
             "\"HOME=/workspace\",\"TMPDIR=/tmp\",\"MPLBACKEND=Agg\"],"
             "\"cwd\":\"/workspace\","
-            /* no capability at all, in any set */
-            "\"capabilities\":{\"bounding\":[],\"effective\":[],\"inheritable\":[],"
-            "\"permitted\":[],\"ambient\":[]},"
+            /* the agent's three; its children drop them with setresuid */
+            "\"capabilities\":{\"bounding\":" SPLIT_CAPS ",\"effective\":" SPLIT_CAPS ","
+            "\"inheritable\":[],\"permitted\":" SPLIT_CAPS ",\"ambient\":[]},"
             "\"noNewPrivileges\":true,\"rlimits\":["
             "{\"type\":\"RLIMIT_NOFILE\",\"hard\":%llu,\"soft\":%llu},"
             "{\"type\":\"RLIMIT_NPROC\",\"hard\":%llu,\"soft\":%llu},"
@@ -267,7 +276,10 @@ int shim_bundle_create(const shim_config *c, const shim_paths *p, char *err, siz
         mkdir(p->workspace, 0755) != 0)
         return failf(err, errlen, "mkdir", p->dir);
     char opts[160];
-    snprintf(opts, sizeof opts, "size=%llu,nr_inodes=%llu,mode=0700,uid=%u,gid=%u",
+    /* 0755: the agent (root inside, no CAP_DAC_*) must enter it to start
+     * children there; only the sandbox's uid writes. Nothing outside the
+     * shim's mount namespace sees this mount. */
+    snprintf(opts, sizeof opts, "size=%llu,nr_inodes=%llu,mode=0755,uid=%u,gid=%u",
              (unsigned long long)c->workspace_bytes,
              (unsigned long long)(c->workspace_bytes / 4096 + 64), (unsigned)c->uid,
              (unsigned)c->uid);

@@ -2,6 +2,8 @@
  *
  * Start-up, in this order (each step's failure is `ERR <why>` to the host
  * and exit 1; the host then kills the cgroup and removes the directory):
+ *   0. join the sandbox's cgroups (--cgroup-procs: the host spawns us with
+ *      posix_spawn, so we move ourselves before anything else runs);
  *   1. child subreaper (runsc create's sandbox and gofer reparent to us and
  *      are reaped at once, issue 14), parent-death SIGKILL, SIGCHLD on a
  *      signalfd;
@@ -49,7 +51,7 @@ static void usage(void)
             "  --platform P [--runsc-flag F]... --uid N --workspace-bytes N --tmp-bytes N\n"
             "  --nofile N --fsize N --nproc N --as-bytes N [--ro-bind PATH]... [--symlink T:/L]...\n"
             "  --python PATH --agent-dir DIR --runtime-dir DIR [--preload a,b] [--pooled]\n"
-            "  [--start-timeout S]\n");
+            "  [--start-timeout S] [--cgroup-procs FILE]...\n");
     exit(2);
 }
 
@@ -119,6 +121,8 @@ static void parse_args(shim_config *c, int argc, char **argv)
             c->runtime_dir = v;
         else if (strcmp(a, "--preload") == 0)
             c->preload = v;
+        else if (strcmp(a, "--cgroup-procs") == 0 && c->n_cgroup_procs < 8)
+            c->cgroup_procs[c->n_cgroup_procs++] = v;
         else if (strcmp(a, "--start-timeout") == 0)
             c->start_timeout_s = (int)num(v);
         else
@@ -133,6 +137,25 @@ static void parse_args(shim_config *c, int argc, char **argv)
         usage();
 }
 
+/* What runsc said on the container's stderr before a failed step (its
+ * errors), as one log line. */
+static int runsc_stderr = -1;
+static void log_runsc_stderr(const shim_config *c)
+{
+    if (runsc_stderr < 0)
+        return;
+    char buf[2048];
+    fcntl(runsc_stderr, F_SETFL, O_NONBLOCK);
+    ssize_t n = read(runsc_stderr, buf, sizeof buf - 1);
+    if (n <= 0)
+        return;
+    buf[n] = 0;
+    for (char *p = buf; *p; p++)
+        if (*p == '\n' || *p == '"' || (unsigned char)*p < 0x20)
+            *p = ' ';
+    sg_log_warn("shim %s: runsc said: %s", c->name, buf);
+}
+
 /* Step failed: tell the host and go. */
 static void die(const shim_config *c, const char *what)
 {
@@ -142,6 +165,7 @@ static void die(const shim_config *c, const char *what)
         if (*p == '\n')
             *p = ' ';
     sg_log_warn("shim %s: %s", c->name, what);
+    log_runsc_stderr(c);
     send(c->sock, m, strlen(m), MSG_NOSIGNAL | MSG_DONTWAIT);
     exit(1);
 }
@@ -220,6 +244,12 @@ int main(int argc, char **argv)
     char err[1024];
     sg_log_init("sandgate-gvisor-shim", SG_LOG_INFO);
     parse_args(&cfg, argc, argv);
+    for (size_t i = 0; i < cfg.n_cgroup_procs; i++) {
+        int fd = open(cfg.cgroup_procs[i], O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0", 1) != 1)
+            die(&cfg, "joining the sandbox's cgroups failed");
+        close(fd);
+    }
     prctl(PR_SET_NAME, "sg-gvisor-shim", 0, 0, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
@@ -244,6 +274,7 @@ int main(int argc, char **argv)
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0)
         die(&cfg, "pipe2 failed");
     int stdio[3] = {in[0], out[1], errp[1]};
+    runsc_stderr = errp[0];
     const char *create[] = {"create", "--bundle", paths.bundle, cfg.name, NULL};
     if (shim_runsc(&cfg, &paths, create, stdio, RUNSC_CREATE_MS, err, sizeof err) != 0)
         die(&cfg, err);
@@ -255,6 +286,7 @@ int main(int argc, char **argv)
     if (shim_runsc(&cfg, &paths, start, start_stdio, RUNSC_START_MS, err, sizeof err) != 0)
         die(&cfg, err);
     close(errp[1]);
+    runsc_stderr = -1;
     drop_privileges(&cfg, &paths);
 
     nonblock(in[1]);
@@ -273,7 +305,7 @@ int main(int argc, char **argv)
     static mux_chan *pc[MUX_MAX_CHANS + 8];
     const char *why = NULL;
     while (!why) {
-        mux_settle(&m);
+        mux_settle(&m, shim_now_ms());
         if (mux_flush(&m) != 0) {
             why = m.err;
             break;
@@ -293,7 +325,10 @@ int main(int argc, char **argv)
             pf[n++] = (struct pollfd){.fd = c->fd, .events = mux_chan_events(c)};
         }
         int64_t now = shim_now_ms();
-        if (poll(pf, (nfds_t)n, relay_timeout(&r, now)) < 0 && errno != EINTR) {
+        int timeout = relay_timeout(&r, now), ack = mux_ack_timeout(&m, now);
+        if (ack >= 0 && (timeout < 0 || ack < timeout))
+            timeout = ack;
+        if (poll(pf, (nfds_t)n, timeout) < 0 && errno != EINTR) {
             why = "poll failed";
             break;
         }

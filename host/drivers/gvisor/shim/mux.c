@@ -399,17 +399,26 @@ static bool finished(const mux_chan *c)
     return c->kind == MUX_PIPE || c->sent_close;
 }
 
-void mux_settle(mux *m)
+void mux_settle(mux *m, int64_t now_ms)
 {
     for (size_t i = 0; i < m->n_chans;) {
         mux_chan *c = m->chans[i];
         if (c->delivered && !c->peer_closed) {
-            uint8_t v[4];
-            put32(v, c->delivered);
-            enqueue(m, 'W', c->id, v, 4);
-            c->delivered = 0;
+            /* A W rides along with a frame going out anyway; alone it waits
+             * up to MUX_ACK_DELAY_MS (the agent's next frame usually comes
+             * sooner), unless a quarter of the window is owed. */
+            if (!c->ack_due_ms)
+                c->ack_due_ms = now_ms + MUX_ACK_DELAY_MS;
+            if (m->out_n || c->delivered >= SHIM_WINDOW / 4 || now_ms >= c->ack_due_ms) {
+                uint8_t v[4];
+                put32(v, c->delivered);
+                enqueue(m, 'W', c->id, v, 4);
+                c->delivered = 0;
+                c->ack_due_ms = 0;
+            }
         } else if (c->peer_closed) {
             c->delivered = 0;   /* it sends nothing more: no window to give back */
+            c->ack_due_ms = 0;
         }
         if (finished(c)) {
             if (c->fd >= 0)
@@ -420,4 +429,15 @@ void mux_settle(mux *m)
         }
         i++;
     }
+}
+
+int mux_ack_timeout(const mux *m, int64_t now_ms)
+{
+    int64_t next = 0;
+    for (size_t i = 0; i < m->n_chans; i++) {
+        const mux_chan *c = m->chans[i];
+        if (c->delivered && c->ack_due_ms && (!next || c->ack_due_ms < next))
+            next = c->ack_due_ms;
+    }
+    return !next ? -1 : next <= now_ms ? 0 : (int)(next - now_ms);
 }

@@ -31,6 +31,7 @@ typedef struct mux_chan {
     mux_chunk *head, *tail;   /* owned: agent -> fd, not yet delivered */
     size_t buffered;          /* bytes in head..tail (<= SHIM_WINDOW) */
     uint32_t delivered;       /* written to fd, not yet acknowledged with W */
+    int64_t ack_due_ms;       /* when that W goes out at the latest; 0 none */
     size_t unacked;           /* fd -> agent, not yet acknowledged by the agent */
     bool peer_closed;         /* the agent sent C */
     bool sent_close;          /* we sent C */
@@ -67,8 +68,11 @@ void mux_chan_drop(mux *m, mux_chan *c);
 /* poll(2) events wanted on c->fd, and what to do when they come. */
 short mux_chan_events(const mux_chan *c);
 int mux_chan_io(mux *m, mux_chan *c, short revents);
-/* Send the W frames owed and free channels that are finished. */
-void mux_settle(mux *m);
+/* Send the W frames due and free channels that are finished. */
+#define MUX_ACK_DELAY_MS 2
+void mux_settle(mux *m, int64_t now_ms);
+/* Milliseconds until a W falls due (-1: none). */
+int mux_ack_timeout(const mux *m, int64_t now_ms);
 
 /* For tests: encode one frame into buf (>= 9 + n bytes); returns its size. */
 size_t mux_frame(uint8_t *buf, uint8_t type, uint32_t chan, const void *payload, size_t n);

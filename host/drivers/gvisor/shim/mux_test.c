@@ -104,7 +104,10 @@ static void test_seq_boundaries_and_window_ack(void **state)
     char got[16];
     assert_int_equal(recv(sv[0], got, sizeof got, 0), 3);
     assert_int_equal(recv(sv[0], got, sizeof got, 0), 4);
-    mux_settle(&f->m);
+    mux_settle(&f->m, 1000);   /* nothing else goes out: the W waits */
+    assert_int_equal(f->m.out_n, 0);
+    assert_int_equal(mux_ack_timeout(&f->m, 1000), MUX_ACK_DELAY_MS);
+    mux_settle(&f->m, 1000 + MUX_ACK_DELAY_MS);
     assert_int_equal(mux_flush(&f->m), 0);
     uint8_t w[32];
     assert_int_equal(read(f->agent_r, w, sizeof w), 13);   /* one W frame: 7 bytes delivered */

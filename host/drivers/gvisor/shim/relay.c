@@ -10,6 +10,7 @@
  * carries secrets: it is never logged, and wiped once forwarded. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,10 +58,23 @@ static void send_host(relay *r, const char *text, const int *fds, int nfds)
         c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
         memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
     }
-    /* The host reads its socket from a loop that never blocks on us; a
-     * full buffer means it is wedged or gone: either way the sandbox is. */
-    while (sendmsg(r->sock, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
-        ;
+    /* The host reads its socket from a loop that never blocks on us, so a
+     * full buffer clears at once; one that stays full for a second means
+     * the host is wedged or gone, and a lost message would leave a context
+     * or exec hanging: the shim exits instead (the host tears down). */
+    for (int tries = 0;; tries++) {
+        if (sendmsg(r->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
+            return;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN || tries == 100) {
+            sg_log_warn("shim %s: the host does not take messages (%s); exiting", r->cfg->name,
+                        strerror(errno));
+            _exit(1);
+        }
+        struct pollfd p = {.fd = r->sock, .events = POLLOUT};
+        poll(&p, 1, 10);
+    }
 }
 
 void relay_send_text(relay *r, const char *text)

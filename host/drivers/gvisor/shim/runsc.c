@@ -56,7 +56,8 @@ static void child(const char *path, char **argv, const int stdio[3])
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
+    for (int sig = 1; sig < NSIG; sig++)
+        signal(sig, SIG_DFL);   /* whatever the host ignored: runsc starts from defaults */
     char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
     execve(path, argv, envp);
     _exit(127);

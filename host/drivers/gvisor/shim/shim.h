@@ -61,6 +61,8 @@ typedef struct shim_config {
     const char *preload;          /* "numpy,pandas" or "" */
     bool pooled;                  /* say POOLED and wait for ACTIVATE */
     int start_timeout_s;          /* runsc create+start and the agent's ready */
+    const char *cgroup_procs[8];  /* cgroup.procs files to join first ("0" = this process) */
+    size_t n_cgroup_procs;
 } shim_config;
 
 /* Paths of one sandbox's directory (bundle.c). */
