@@ -1,5 +1,6 @@
 /* actions.c — calls that act inside a sandbox the caller owns:
- * CreateContext, RunCode, Exec, WriteFile, ReadFile. Each is capped by the
+ * CreateContext, ListContexts, RestartContext, DeleteContext, RunCode, Exec,
+ * WriteFile, ReadFile. Each is capped by the
  * tenant's limits (timeout, output, file size) and relayed to the host; the
  * event streams pass through as bytes, unparsed. */
 #include <stdio.h>
@@ -35,6 +36,43 @@ static void on_create_context(rpc_call *c, void *data)
     gw_req *r = gw_req_begin(c, &sandgate__v1__create_context_request__descriptor, "context");
     if (r)
         gw_req_with_owner(r, context_owned);
+}
+
+static void list_contexts_owned(gw_req *r)
+{
+    gw_req_forward(r, "/sandgate.v1.Host/ListContexts", NULL, NULL, 10);
+}
+
+static void on_list_contexts(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__list_contexts_request__descriptor, "context");
+    if (r)
+        gw_req_with_owner(r, list_contexts_owned);
+}
+
+/* Answered when the fresh interpreter is ready: as long as a create. */
+static void restart_context_owned(gw_req *r)
+{
+    gw_req_forward(r, "/sandgate.v1.Host/RestartContext", NULL, NULL, 30);
+}
+
+static void on_restart_context(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__restart_context_request__descriptor, "context");
+    if (r)
+        gw_req_with_owner(r, restart_context_owned);
+}
+
+static void delete_context_owned(gw_req *r)
+{
+    gw_req_forward(r, "/sandgate.v1.Host/DeleteContext", NULL, NULL, 10);
+}
+
+static void on_delete_context(rpc_call *c, void *data)
+{
+    gw_req *r = gw_req_begin(c, &sandgate__v1__delete_context_request__descriptor, "context");
+    if (r)
+        gw_req_with_owner(r, delete_context_owned);
 }
 
 static void run_owned(gw_req *r)
@@ -117,6 +155,9 @@ int gw_actions_register(rpc_server *srv, sg_err *err)
         rpc_handler_fn fn;
     } methods[] = {
         {"/sandgate.v1.Sandboxes/CreateContext", on_create_context},
+        {"/sandgate.v1.Sandboxes/ListContexts", on_list_contexts},
+        {"/sandgate.v1.Sandboxes/RestartContext", on_restart_context},
+        {"/sandgate.v1.Sandboxes/DeleteContext", on_delete_context},
         {"/sandgate.v1.Sandboxes/RunCode", on_run},
         {"/sandgate.v1.Sandboxes/Exec", on_exec},
         {"/sandgate.v1.Sandboxes/WriteFile", on_write_file},

@@ -119,6 +119,8 @@ struct host_ctx {
     uint32_t join_gen;       /* the generation of the zygote it went to */
     int join_fds[3];         /* owned while join_job: host end, out_r, err_r */
     int restarts;
+    int64_t created_ms;      /* wall clock, for ListContexts */
+    int deleted;             /* DeleteContext: invisible to lookups, freed by the tick */
     char lost_reason[256];   /* why the last instance died, reported to the run */
 };
 
@@ -271,6 +273,10 @@ int host_ctx_submit(host_ctx *c, host_run *r, sg_err *err);
 void host_ctx_destroy(host_ctx *c, const char *why);
 void host_ctx_tick(host_ctx *c, int64_t now_us);
 void host_ctx_cancel_call(rpc_call *call);
+int host_ctx_restart(host_ctx *c, rpc_call *call, sg_err *err);
+int host_ctx_delete(host_ctx *c, sg_err *err);
+void host_ctx_fill_info(const host_ctx *c, Sandgate__V1__ContextInfo *out);
+void host_ctx_reap_deleted(host_sandbox *sb);
 
 /* result.c: rich results from a context's 'b' 'k' 'r' 'f' frames (type byte
  * included in buf), capped by the run's output cap, sent as Result events. */

@@ -273,6 +273,9 @@ static const ProtobufCMessageDescriptor *const public_requests[] = {
     &sandgate__v1__kill_sandbox_request__descriptor,
     &sandgate__v1__extend_sandbox_request__descriptor,
     &sandgate__v1__create_context_request__descriptor,
+    &sandgate__v1__list_contexts_request__descriptor,
+    &sandgate__v1__restart_context_request__descriptor,
+    &sandgate__v1__delete_context_request__descriptor,
     &sandgate__v1__run_code_request__descriptor,
     &sandgate__v1__exec_request__descriptor,
     &sandgate__v1__write_file_request__descriptor,
@@ -294,6 +297,9 @@ static const ProtobufCMessageDescriptor *const host_requests[] = {
     &sandgate__v1__host_list_request__descriptor,
     &sandgate__v1__host_extend_request__descriptor,
     &sandgate__v1__create_context_request__descriptor,
+    &sandgate__v1__list_contexts_request__descriptor,
+    &sandgate__v1__restart_context_request__descriptor,
+    &sandgate__v1__delete_context_request__descriptor,
     &sandgate__v1__run_code_request__descriptor,
     &sandgate__v1__exec_request__descriptor,
     &sandgate__v1__write_file_request__descriptor,
@@ -329,21 +335,22 @@ static void test_gateway_every_field(void **state)
 {
     /* create 10 (template user_id task_id env.key env.value egress.host secrets
      * user_token metadata.key metadata.value), get/kill/extend 2 each, list 4
-     * (user_id metadata.key metadata.value page_token), context 3, run 4,
+     * (user_id metadata.key metadata.value page_token), context 3, list
+     * contexts 2, restart/delete context 3 each, run 4,
      * exec 3, write 3, read 3; list/stat/mkdir/remove/upload/download/watch
      * 3 each, rename 4 */
     every_field(gw_rules_for, public_requests, sizeof public_requests / sizeof public_requests[0],
-                10 + 2 + 4 + 2 + 2 + 3 + 4 + 3 + 3 + 3 + 7 * 3 + 4);
+                10 + 2 + 4 + 2 + 2 + 3 + 2 + 3 + 3 + 4 + 3 + 3 + 3 + 7 * 3 + 4);
 }
 
 static void test_host_every_field(void **state)
 {
     /* create: its request's 10 (metadata too), owner 3, egress rules 3,
-     * secrets 2, sandbox_id, dedupe_key = 20; ref 1, list 5 (tenant_id user_id
+     * secrets 2, sandbox_id, dedupe_key, min_isolation = 21; ref 1, list 5 (tenant_id user_id
      * metadata.key metadata.value after_id), extend 1, then the five public
-     * ones, the file calls (3 each, rename 4) and WriteFileAt 2 */
+     * ones, the three context calls (2, 3, 3), the file calls (3 each, rename 4) and WriteFileAt 2 */
     every_field(host_rules_for, host_requests, sizeof host_requests / sizeof host_requests[0],
-                20 + 1 + 5 + 1 + 3 + 4 + 3 + 3 + 3 + 6 * 3 + 4 + 2);
+                21 + 1 + 5 + 1 + 3 + 2 + 3 + 3 + 4 + 3 + 3 + 3 + 6 * 3 + 4 + 2);
 }
 
 static const rpc_rules *std_rules_for(const ProtobufCMessageDescriptor *d)

@@ -3,7 +3,9 @@
  * the timeout ladder (SIGINT, then after a grace period kill and restart with
  * its state lost), and what happens when the interpreter dies (out of
  * memory, os._exit, a broken control channel): the run is told, the context
- * restarts empty. */
+ * restarts empty. Also the context's own lifecycle calls: RestartContext
+ * (kill, same id, fresh state) and DeleteContext (kill, gone), both
+ * driver-agnostic: KILLCTX to the supervisor and the driver's open_context. */
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
@@ -27,7 +29,7 @@ static void start_next(host_ctx *c);
 host_ctx *host_ctx_find(host_sandbox *sb, const char *id)
 {
     for (host_ctx *c = sb->contexts; c; c = c->next)
-        if (strcmp(c->id, id) == 0)
+        if (!c->deleted && strcmp(c->id, id) == 0)
             return c;
     return NULL;
 }
@@ -38,6 +40,7 @@ host_ctx *host_ctx_new(host_sandbox *sb, const char *id)
     c->sb = sb;
     snprintf(c->id, sizeof c->id, "%s", id);
     c->state = CTX_STARTING;
+    c->created_ms = host_wall_ms();
     c->sock.fd = c->out.fd = c->err.fd = -1;
     c->join_fds[0] = c->join_fds[1] = c->join_fds[2] = -1;
     host_ctx **p = &sb->contexts;
@@ -471,4 +474,102 @@ void host_ctx_cancel_call(rpc_call *call)
                 if (r->act.call == call)
                     r->act.cancelled = 1;
         }
+}
+
+/* ---- RestartContext / DeleteContext / ListContexts ---- */
+
+/* RestartContext: the run in progress ends now with a clear error (output
+ * of the dying interpreter is dropped), KILLCTX goes out, and CTXEXIT
+ * restarts it (host_ctx_exited) under the same id; `call` is answered with
+ * the Context when the fresh one attaches, as a create is. Queued runs wait
+ * for the fresh state. Nothing here blocks: one datagram to the
+ * supervisor. */
+int host_ctx_restart(host_ctx *c, rpc_call *call, sg_err *err)
+{
+    if (c->state == CTX_DEAD)
+        return sg_err_set(err, SG_EUNAVAIL, "context %s is gone: %s", c->id, c->lost_reason);
+    if (c->create_call)
+        return sg_err_set(err, SG_EPRECOND, "context %s is %s; retry when it is ready", c->id,
+                          c->restarts ? "already restarting" : "still being created");
+    c->create_call = rpc_call_ref(call);
+    if (c->state == CTX_STARTING || c->state == CTX_KILLING)
+        return 0;   /* already coming back empty: answered when it is ready */
+    if (c->run)
+        end_run_lost(c, "ContextRestarted",
+                     "the context was restarted (RestartContext) while this code ran; "
+                     "its state was lost");
+    ctx_kill(c, "the context was restarted (RestartContext); its state was lost");
+    return 0;
+}
+
+/* DeleteContext: its runs (in progress and queued) end CANCELLED, its
+ * interpreter is killed, and its id is free of lookups at once (a late
+ * CTX, CTXEXIT or JOINED for it finds nobody). The struct stays until the
+ * tick (host_ctx_reap_deleted): an event of this loop batch may still point
+ * at its watches. The default context is the sandbox's own: restart it. */
+int host_ctx_delete(host_ctx *c, sg_err *err)
+{
+    if (strcmp(c->id, "default") == 0)
+        return sg_err_set(err, SG_EPRECOND, "context_id: the default context cannot be "
+                          "deleted; RestartContext wipes its state");
+    char msg[160];
+    snprintf(msg, sizeof msg, "context %s was deleted (DeleteContext)", c->id);
+    if (c->state != CTX_DEAD)
+        host_supervisor_send(c->sb, "KILLCTX %s", c->id);
+    if (c->run) {
+        host_run *r = c->run;
+        c->run = NULL;
+        host_action_output(&r->act, c->sb, 0, 0, NULL, 0, 1);
+        host_action_output(&r->act, c->sb, 0, 1, NULL, 0, 1);
+        rpc_call_finish(r->act.call, GRPC_STATUS_CANCELLED, msg);
+        run_free(r);
+    }
+    while (c->queue) {
+        host_run *r = c->queue;
+        c->queue = r->next;
+        rpc_call_finish(r->act.call, GRPC_STATUS_CANCELLED, msg);
+        run_free(r);
+    }
+    c->queue_tail = NULL;
+    if (c->create_call) {
+        rpc_call_finish(c->create_call, GRPC_STATUS_CANCELLED, msg);
+        rpc_call_unref(c->create_call);
+        c->create_call = NULL;
+    }
+    host_ctx_destroy(c, msg);
+    c->deleted = 1;
+    return 0;
+}
+
+/* From the tick, outside any event batch: free what DeleteContext left. */
+void host_ctx_reap_deleted(host_sandbox *sb)
+{
+    for (host_ctx **p = &sb->contexts; *p;) {
+        host_ctx *c = *p;
+        if (c->deleted) {
+            *p = c->next;
+            free(c);
+        } else {
+            p = &c->next;
+        }
+    }
+}
+
+void host_ctx_fill_info(const host_ctx *c, Sandgate__V1__ContextInfo *out)
+{
+    sandgate__v1__context_info__init(out);
+    out->context_id = (char *)c->id;
+    out->language = "python";
+    out->created_at = c->created_ms;
+    out->restarts = (uint32_t)c->restarts;
+    switch (c->state) {
+    case CTX_STARTING:
+        out->state = c->restarts ? SANDGATE__V1__CONTEXT_STATE__CONTEXT_STATE_RESTARTING
+                                 : SANDGATE__V1__CONTEXT_STATE__CONTEXT_STATE_STARTING;
+        break;
+    case CTX_IDLE: out->state = SANDGATE__V1__CONTEXT_STATE__CONTEXT_STATE_IDLE; break;
+    case CTX_RUNNING: out->state = SANDGATE__V1__CONTEXT_STATE__CONTEXT_STATE_RUNNING; break;
+    case CTX_KILLING: out->state = SANDGATE__V1__CONTEXT_STATE__CONTEXT_STATE_RESTARTING; break;
+    case CTX_DEAD: out->state = SANDGATE__V1__CONTEXT_STATE__CONTEXT_STATE_UNSPECIFIED; break;
+    }
 }

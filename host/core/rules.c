@@ -47,6 +47,9 @@ static const rpc_field_rule list_fields[] = {{"tenant_id", RPC_CS_ID, ID_MAX}, U
                                              {"after_id", RPC_CS_SANDBOX_ID, SANDBOX_ID_MAX}};
 static const rpc_field_rule context_fields[] = {SANDBOX_ID, USER_ID,
                                                 {"language", RPC_CS_ID, 32}};
+static const rpc_field_rule sb_user_fields[] = {SANDBOX_ID, USER_ID};
+static const rpc_field_rule ctx_ref_fields[] = {SANDBOX_ID, USER_ID,
+                                                {"context_id", RPC_CS_ID, ID_MAX}};
 static const rpc_field_rule run_fields[] = {SANDBOX_ID, USER_ID,
                                             {"context_id", RPC_CS_ID, ID_MAX},
                                             {"code", RPC_CS_TEXT, NO_LIMIT}};
@@ -65,6 +68,9 @@ static const rpc_rules table[] = {
     {&sandgate__v1__host_list_request__descriptor, list_fields, N(list_fields), 4096},
     {&sandgate__v1__host_extend_request__descriptor, ref_fields, N(ref_fields), 4096},
     {&sandgate__v1__create_context_request__descriptor, context_fields, N(context_fields), 4096},
+    {&sandgate__v1__list_contexts_request__descriptor, sb_user_fields, N(sb_user_fields), 4096},
+    {&sandgate__v1__restart_context_request__descriptor, ctx_ref_fields, N(ctx_ref_fields), 4096},
+    {&sandgate__v1__delete_context_request__descriptor, ctx_ref_fields, N(ctx_ref_fields), 4096},
     {&sandgate__v1__run_code_request__descriptor, run_fields, N(run_fields), 4096},
     {&sandgate__v1__exec_request__descriptor, exec_fields, N(exec_fields), 4096},
     {&sandgate__v1__write_file_request__descriptor, file_fields, N(file_fields), 4096},

@@ -777,6 +777,7 @@ void host_sandboxes_tick(int64_t now_us)
             sg_log_warn("sandbox %s idle; killed", sb->id);
             host_sandbox_kill(sb, NULL);
         } else {
+            host_ctx_reap_deleted(sb);
             for (host_ctx *c = sb->contexts; c; c = c->next)
                 host_ctx_tick(c, now_us);
             for (host_exec **pe = &sb->execs; *pe;) {

@@ -272,6 +272,64 @@ static void do_create_context(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m
     host_ctx_spawn(ctx);
 }
 
+static void do_list_contexts(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
+{
+    (void)m;
+    Sandgate__V1__ContextInfo infos[HOST_MAX_CONTEXTS + 1], *ptrs[HOST_MAX_CONTEXTS + 1];
+    size_t n = 0;
+    for (host_ctx *x = sb->contexts; x && n < HOST_MAX_CONTEXTS + 1; x = x->next) {
+        if (x->deleted || x->state == CTX_DEAD)
+            continue;
+        host_ctx_fill_info(x, &infos[n]);
+        ptrs[n] = &infos[n];
+        n++;
+    }
+    Sandgate__V1__ListContextsResponse out;
+    sandgate__v1__list_contexts_response__init(&out);
+    out.contexts = ptrs;
+    out.n_contexts = n;
+    rpc_call_reply(c, &out.base);
+}
+
+/* RestartContext and DeleteContext name a context; "" means the default
+ * for a restart (as RunCode) and nothing for a delete. */
+static host_ctx *find_ctx(rpc_call *c, host_sandbox *sb, const char *id)
+{
+    host_ctx *ctx = host_ctx_find(sb, id[0] ? id : "default");
+    if (!ctx || ctx->state == CTX_DEAD)
+        fail(c, SG_ENOTFOUND, "context_id: no such context in this sandbox");
+    return ctx && ctx->state != CTX_DEAD ? ctx : NULL;
+}
+
+static void do_restart_context(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
+{
+    const Sandgate__V1__RestartContextRequest *r = (const Sandgate__V1__RestartContextRequest *)m;
+    host_ctx *ctx = find_ctx(c, sb, r->context_id);
+    sg_err err;
+    if (ctx && host_ctx_restart(ctx, c, &err) != 0)
+        rpc_call_fail(c, &err);
+}
+
+static void do_delete_context(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
+{
+    const Sandgate__V1__DeleteContextRequest *r = (const Sandgate__V1__DeleteContextRequest *)m;
+    if (!r->context_id[0]) {
+        fail(c, SG_EINVAL, "context_id: required (the default context cannot be deleted)");
+        return;
+    }
+    host_ctx *ctx = find_ctx(c, sb, r->context_id);
+    sg_err err;
+    if (!ctx)
+        return;
+    if (host_ctx_delete(ctx, &err) != 0) {
+        rpc_call_fail(c, &err);
+        return;
+    }
+    Sandgate__V1__DeleteContextResponse out;
+    sandgate__v1__delete_context_response__init(&out);
+    rpc_call_reply(c, &out.base);
+}
+
 static void cancel_run(void *arg)
 {
     pthread_mutex_lock(&H.mu);
@@ -363,6 +421,12 @@ static const sandbox_op sandbox_ops[] = {
      do_extend, NULL},
     {"/sandgate.v1.Host/CreateContext", &sandgate__v1__create_context_request__descriptor,
      do_create_context, NULL},
+    {"/sandgate.v1.Host/ListContexts", &sandgate__v1__list_contexts_request__descriptor,
+     do_list_contexts, NULL},
+    {"/sandgate.v1.Host/RestartContext", &sandgate__v1__restart_context_request__descriptor,
+     do_restart_context, NULL},
+    {"/sandgate.v1.Host/DeleteContext", &sandgate__v1__delete_context_request__descriptor,
+     do_delete_context, NULL},
     {"/sandgate.v1.Host/RunCode", &sandgate__v1__run_code_request__descriptor, do_run,
      cancel_run},
     {"/sandgate.v1.Host/Exec", &sandgate__v1__exec_request__descriptor, do_exec, cancel_exec},
