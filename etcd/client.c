@@ -65,7 +65,14 @@ etcd_client *etcd_client_create(const char *const *endpoints, size_t n, double t
     etcd_client *c = calloc(1, sizeof *c);
     c->n = n;
     c->timeout_s = timeout_s > 0 ? timeout_s : 2;
-    pthread_mutex_init(&c->mu, NULL);
+    /* Recursive: etcd_watch_stop cancels a stream with mu held (so the
+     * stream cannot finish and be freed in between), and the cancel may run
+     * the stream's on_done, which takes mu, on the same thread. */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&c->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
     for (size_t i = 0; i < n; i++) {
         char target[300];
         snprintf(target, sizeof target, "dns:///%s", endpoints[i]);

@@ -160,14 +160,18 @@ void etcd_watch_stop(etcd_watch *w)
         if (c->watches[i] == w)
             c->watches[i] = NULL;
     w->stopped = 1;
-    int running = w->running;
-    rpc_fwd *f = w->f;
-    pthread_mutex_unlock(&c->mu);
-    if (running) {
-        if (f)
-            rpc_fwd_cancel(f);   /* on_done frees it */
+    if (w->running) {
+        /* Cancelled with mu held: the stream's on_done (which takes mu)
+         * cannot free it between reading w->f and the cancel (ASan: a
+         * stream that ended on the client's thread just then was used after
+         * free). on_done frees w, perhaps inside this cancel. A stream with
+         * no message yet (w->f NULL) sees `stopped` at its first one. */
+        if (w->f)
+            rpc_fwd_cancel(w->f);
+        pthread_mutex_unlock(&c->mu);
         return;
     }
+    pthread_mutex_unlock(&c->mu);
     free(w->prefix);
     free(w);
 }
