@@ -21,9 +21,16 @@
 #                        tests start and stop, whose exit status no test sees)
 #                        is written to build-asan/sanitizer/; any report fails
 #                        the pass, even when its test passed.
-#   fuzz    build-fuzz/  (clang) each libFuzzer target, label fuzz, for
-#                        SANDGATE_FUZZ_SECONDS (default 20) on its committed
-#                        corpus (tests/fuzz/run.sh); prints runs, exec/s, coverage.
+#   fuzz    build-fuzz/  (clang) each libFuzzer target, label fuzz, for its
+#                        seconds (20, or 8 where coverage stops growing within
+#                        5 s: tests/fuzz/CMakeLists.txt; SANDGATE_FUZZ_SECONDS
+#                        overrides all) on its committed corpus
+#                        (tests/fuzz/run.sh); prints runs, exec/s, coverage.
+#
+# The normal and asan passes run SANDGATE_TEST_JOBS tests at a time (ctest -j;
+# default twice the cores: most tests wait on daemons, sandboxes and timers,
+# not the CPU). Tests that must run alone say so (RUN_SERIAL, label serial),
+# CPU-heavy ones take two slots (PROCESSORS 2); see tests/CMakeLists.txt.
 #
 # SANDGATE_TEST_PASSES picks passes (default "normal asan fuzz"), e.g.
 #   SANDGATE_TEST_PASSES=asan ./tests/run.sh -R tenancy
@@ -33,6 +40,7 @@ cd "$repo"
 ./deploy/deps.sh
 passes=${SANDGATE_TEST_PASSES:-normal asan fuzz}
 jobs=$(nproc)
+test_jobs=${SANDGATE_TEST_JOBS:-$((jobs * 2))}
 failed=""
 times=""
 
@@ -51,7 +59,7 @@ timed() {
 normal_pass() {
   cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || return 1
   cmake --build build -j"$jobs" || return 1
-  (cd build && ctest --output-on-failure --timeout 900 "$@")
+  (cd build && ctest --output-on-failure --timeout 900 -j"$test_jobs" "$@")
 }
 
 asan_pass() {
@@ -72,7 +80,7 @@ asan_pass() {
    ASAN_OPTIONS="detect_leaks=1:log_path=$san/asan" \
    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
    SG_SEC_CYCLES="${SG_SEC_CYCLES:-300}" \
-   ctest --output-on-failure --timeout 900 -LE 'bench|timing|vm' "$@") || rc=$?
+   ctest --output-on-failure --timeout 900 -j"$test_jobs" -LE 'bench|timing|vm' "$@") || rc=$?
   reports=$(find "$san" -type f | sort)
   if [ -n "$reports" ]; then
     for f in $reports; do

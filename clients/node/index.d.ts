@@ -202,6 +202,12 @@ export declare class CodeContext {
   readonly contextId: string;
   readonly id: string;
   readonly language: string;
+  /** As of listCodeContexts(); '' otherwise. */
+  readonly state: '' | 'starting' | 'idle' | 'running' | 'restarting';
+  /** Unix ms, as of listCodeContexts(); 0 otherwise. */
+  readonly createdAt: number;
+  /** Times its state was lost (restarts, timeouts, crashes). */
+  readonly restarts: number;
   runCode(code: string, opts?: Omit<RunCodeOptions, 'context'>): Promise<Execution>;
 }
 
@@ -250,6 +256,9 @@ export declare class Sandbox {
   kill(opts?: CallOptions): Promise<boolean>;
   close(): void;
   createCodeContext(opts?: CallOptions & { language?: string }): Promise<CodeContext>;
+  listCodeContexts(opts?: CallOptions): Promise<CodeContext[]>;
+  restartCodeContext(context?: CodeContext | string, opts?: CallOptions): Promise<CodeContext>;
+  removeCodeContext(context: CodeContext | string, opts?: CallOptions): Promise<void>;
   runCode(code: string, opts?: RunCodeOptions): Promise<Execution>;
 }
 

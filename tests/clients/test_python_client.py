@@ -200,6 +200,24 @@ class CodeTest(Base):
         e = self.assertRaisesSg(sandgate.NotFound, sb.run_code, "1", context="no-such-ctx")
         self.assertNotIsInstance(e, sandgate.SandboxNotFound)
 
+    def test_code_context_list_restart_remove(self):
+        sb = self.sandbox()
+        ctx = sb.create_code_context()
+        listed = sb.list_code_contexts()
+        self.assertEqual([c.context_id for c in listed], ["default", ctx.context_id])
+        self.assertEqual((listed[1].state, listed[1].language, listed[1].restarts),
+                         ("idle", "python", 0))
+        self.assertGreater(listed[1].created_at, 0)
+        self.assertClean(ctx.run_code("kept = 1", timeout=10))
+        again = sb.restart_code_context(ctx)
+        self.assertEqual(again.context_id, ctx.context_id)
+        self.assertEqual(ctx.run_code("'kept' in globals()", timeout=10).text, "False")
+        self.assertEqual(sb.list_code_contexts()[1].restarts, 1)
+        sb.remove_code_context(ctx)
+        self.assertEqual([c.context_id for c in sb.list_code_contexts()], ["default"])
+        self.assertRaisesSg(sandgate.NotFound, sb.run_code, "1", context=ctx)
+        self.assertRaisesSg(sandgate.FailedPrecondition, sb.remove_code_context, "default")
+
     def test_environment_is_only_what_create_sets(self):
         sb = self.sandbox(env={"TASK_TOKEN": "t0k"})
         ex = sb.run_code("import os\n(os.environ.get('TASK_TOKEN'), os.environ.get(%r))"
@@ -676,6 +694,12 @@ class AsyncTest(Base):
                     self.assertEqual(ex.error.name, "ZeroDivisionError")
                     ctx = await sb.create_code_context()
                     self.assertEqual((await ctx.run_code("'z' in globals()")).text, "False")
+                    self.assertEqual([x.context_id for x in await sb.list_code_contexts()],
+                                     ["default", ctx.context_id])
+                    await sb.restart_code_context()
+                    self.assertEqual((await sb.run_code("'z' in globals()")).text, "False")
+                    await sb.remove_code_context(ctx)
+                    self.assertEqual(len(await sb.list_code_contexts()), 1)
                     res = await sb.commands.run("echo a; exit 2", timeout=10)
                     self.assertEqual((res.exit_code, res.stdout), (2, "a\n"))
                     await sb.files.write("f.txt", "async")

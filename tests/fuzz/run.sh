@@ -8,8 +8,9 @@
 # every input in it and in the SEED_DIRs first, so an input that once crashed
 # and is kept there fails the run again if the bug comes back. New inputs go
 # to <cwd>/<target>/new (the build tree; the source tree is never written) and
-# are reused by the next run. Stops after SANDGATE_FUZZ_SECONDS (default 20)
-# or, if set, SANDGATE_FUZZ_RUNS executions.
+# are reused by the next run. Stops after SANDGATE_FUZZ_SECONDS, else the
+# target's SANDGATE_FUZZ_TARGET_SECONDS (fuzz.cmake's SECONDS), else 20; or,
+# if set, after SANDGATE_FUZZ_RUNS executions.
 #
 # A crash, leak, UBSan report or a 10 s input fails the run; the input is left
 # in <cwd>/<target>/artifacts/. Fix the bug and copy that file into CORPUS.
@@ -26,7 +27,7 @@ mkdir -p "$work/new" "$work/artifacts"
 rm -f "$work/artifacts/"*   # only this run's findings
 shift   # "$@" is now CORPUS [SEED_DIR ...] [flags]: libFuzzer tells flags by their "-"
 if [ -n "${SANDGATE_FUZZ_RUNS:-}" ]; then bound="-runs=$SANDGATE_FUZZ_RUNS"
-else bound="-max_total_time=${SANDGATE_FUZZ_SECONDS:-20}"; fi
+else bound="-max_total_time=${SANDGATE_FUZZ_SECONDS:-${SANDGATE_FUZZ_TARGET_SECONDS:-20}}"; fi
 start=$(date +%s)
 rc=0
 # The first corpus directory is where libFuzzer writes new inputs.

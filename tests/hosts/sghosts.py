@@ -22,7 +22,9 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "tenancy"))
+sys.path.insert(0, os.path.join(REPO, "tests"))
 import sgtenancy  # noqa: E402
+import uid_range  # noqa: E402
 
 BUILD = os.environ.get("SANDGATE_BUILD", os.path.join(REPO, "build"))
 # The host config the hosts' configs start from; another tree's when running
@@ -138,7 +140,10 @@ class Cluster:
         self.hosts = {}      # name -> Proc (with .port)
         self.gateways = []   # Proc (with .addr, .order)
         self.policy = os.path.join(REPO, "deploy", "local", "policy.yaml")
-        self._uid_next = 520000 + (os.getpid() % 50) * 2000
+        # 1,000 uids per host started, from a range no other test holds
+        # (tests/uid_range.py; released when this process exits)
+        self._uid_next, self._uid_lock = uid_range.acquire()
+        self._uid_end = self._uid_next + uid_range.SIZE
         self.max_sandboxes = 64   # per host (its config's max_sandboxes)
 
     def host(self, label, restart=None):
@@ -161,6 +166,8 @@ class Cluster:
         y = re.sub(r"(?m)^(\s*)pool:.*$", r"\1pool: 1", y)
         y = re.sub(r"(?m)^(\s*)preload:.*$", r"\1preload: []", y)
         self._uid_next += 1000
+        if self._uid_next > self._uid_end:
+            raise RuntimeError("sghosts: more hosts than this cluster's uid range holds")
         cfg = os.path.join(d, "host.yaml")
         with open(cfg, "w") as f:
             f.write(y)

@@ -23,8 +23,9 @@
 # (the admission tests raise a reserve with it).
 #
 # The host gets a private copy of deploy/local/host.yaml with its own
-# runtime_dir and uid_base (SG_SEC_UID_BASE, default 300000) so the uid and
-# process checks never see sandboxes of another host on this machine.
+# runtime_dir and uid_base (SG_SEC_UID_BASE, default: a range no other test
+# running now holds, tests/uid_range.sh) so the uid and process checks never
+# see sandboxes of another host on this machine, also under ctest -j.
 set -euo pipefail
 build=$(realpath "$1"); shift
 test_py=$(realpath "$1"); shift
@@ -122,7 +123,8 @@ if [ ${#cgdirs[@]} -gt 0 ] && [ -f $cg/cgroup.controllers ]; then
 fi
 
 # ---- daemons inside it ----
-uid_base=${SG_SEC_UID_BASE:-300000}
+if [ -n "${SG_SEC_UID_BASE:-}" ]; then uid_base=$SG_SEC_UID_BASE
+else . "$repo/tests/uid_range.sh"; sg_uid_range; fi   # the lock (fd 9) lives until we exit
 mkdir -p "$tmp/runtime"
 sed -e "s|^runtime_dir:.*|runtime_dir: $tmp/runtime|" \
     -e "s|^uid_base:.*|uid_base: $uid_base|" \
@@ -137,7 +139,7 @@ marker="sg-sec-host-secret-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n'
 started=1
 export SG_SEC_NS=$ns SG_SEC_BUILD=$build SG_SEC_TMP=$tmp SG_SEC_MARKER=$marker \
        SG_SEC_UID_BASE=$uid_base SG_SEC_CGDIRS="${cgdirs[*]}" SG_SEC_TEST=$test_py
-innet unshare -m --propagation private bash -c '
+innet unshare -m --propagation private bash -c 9>&- '
   set -euo pipefail
   for p in $SG_SEC_CGDIRS; do mount --bind "${p%%:*}" "${p##*:}"; done
   run=$SG_SEC_TMP/run

@@ -48,11 +48,16 @@ function egressOf(list) {
 }
 
 class CodeContext {
-  constructor(sandbox, contextId, language) {
+  constructor(sandbox, contextId, language, info = {}) {
     this.sandbox = sandbox;  // borrowed
     this.contextId = contextId;
     this.id = contextId;
     this.language = language;
+    // as of listCodeContexts(): 'starting' | 'idle' | 'running' |
+    // 'restarting'; createdAt in Unix ms; restarts = times its state was lost
+    this.state = info.state || '';
+    this.createdAt = info.createdAt || 0;
+    this.restarts = info.restarts || 0;
   }
 
   /** sandbox.runCode(code, {...opts, context: this}). */
@@ -363,6 +368,37 @@ class Sandbox {
       sandbox_id: this.sandboxId, user_id: this.userId, language,
     }, opts.requestTimeout);
     return new CodeContext(this, c.context_id, c.language || language);
+  }
+
+  /** The sandbox's contexts: 'default' first, then the created ones. */
+  async listCodeContexts(opts = {}) {
+    const r = await this.client.unary('ListContexts', {
+      sandbox_id: this.sandboxId, user_id: this.userId,
+    }, opts.requestTimeout);
+    return (r.contexts || []).map((c) => new CodeContext(this, c.context_id, c.language || 'python', {
+      state: String(c.state || '').replace(/^CONTEXT_STATE_/, '').toLowerCase(),
+      createdAt: Number(c.created_at || 0), restarts: c.restarts || 0,
+    }));
+  }
+
+  /** Kill a context's interpreter and start a fresh one under the same id
+   * (default: the sandbox's own); resolves once it is ready. A run in
+   * progress ends with error ContextRestarted. */
+  async restartCodeContext(context, opts = {}) {
+    const id = (context && context.contextId) || context || '';
+    const c = await this.client.unary('RestartContext', {
+      sandbox_id: this.sandboxId, user_id: this.userId, context_id: id,
+    }, opts.requestTimeout);
+    return new CodeContext(this, c.context_id, c.language || 'python');
+  }
+
+  /** Delete a created context (the default one cannot be deleted:
+   * FailedPrecondition). A run in progress on it ends Cancelled. */
+  async removeCodeContext(context, opts = {}) {
+    const id = (context && context.contextId) || context || '';
+    await this.client.unary('DeleteContext', {
+      sandbox_id: this.sandboxId, user_id: this.userId, context_id: id,
+    }, opts.requestTimeout);
   }
 
   /**

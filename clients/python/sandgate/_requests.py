@@ -1,7 +1,7 @@
 """Request building shared by the blocking (sandbox.py) and asyncio (aio.py)
 APIs, so the two cannot drift: every public argument is checked and turned
 into its proto message here, once."""
-from typing import Any, Iterable, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from ._rpc import pb
 
@@ -124,3 +124,12 @@ def upload_requests(sandbox_id: str, user_id: str, path: str, data: Any, offset:
     yield first
     for piece in pieces:
         yield pb.UploadFileRequest(data=piece)
+
+_CTX_STATES = {1: "starting", 2: "idle", 3: "running", 4: "restarting"}
+
+
+def ctx_fields(info: Any) -> Dict[str, Any]:
+    """ContextInfo -> CodeContext keyword arguments."""
+    return {"language": info.language or "python",
+            "state": _CTX_STATES.get(info.state, "unknown"),
+            "created_at": info.created_at, "restarts": info.restarts}

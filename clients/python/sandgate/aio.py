@@ -9,7 +9,7 @@ same results, same exceptions; every call is a coroutine.
 functions or coroutine functions. One AsyncClient belongs to one event loop.
 """
 import inspect
-from typing import Any, AsyncGenerator, Awaitable, Callable, Generator, Iterable, Mapping, Optional, Union
+from typing import Any, AsyncGenerator, Awaitable, Callable, Generator, Iterable, List, Mapping, Optional, Union
 
 import grpc
 import grpc.aio
@@ -99,11 +99,17 @@ def _client(client: Optional[AsyncClient], conn: Mapping[str, Any]):
 class AsyncCodeContext:
     """A persistent interpreter in an AsyncSandbox (see CodeContext)."""
 
-    def __init__(self, sandbox: "AsyncSandbox", context_id: str, language: str = "python"):
+    def __init__(self, sandbox: "AsyncSandbox", context_id: str, language: str = "python",
+                 state: str = "", created_at: int = 0, restarts: int = 0):
         self.sandbox = sandbox  # borrowed
         self.context_id = context_id
         self.id = context_id
         self.language = language
+        # as of list_code_contexts(): "starting", "idle", "running",
+        # "restarting"; created_at in Unix ms; times its state was lost
+        self.state = state
+        self.created_at = created_at
+        self.restarts = restarts
 
     async def run_code(self, code: str, **kw: Any) -> Execution:
         return await self.sandbox.run_code(code, context=self, **kw)
@@ -307,6 +313,34 @@ class AsyncSandbox:
             "CreateContext", rq.ref(pb.CreateContextRequest, self.sandbox_id, self.user_id,
                                     language=language), timeout=request_timeout)
         return AsyncCodeContext(self, ctx.context_id, ctx.language or language)
+
+    async def list_code_contexts(self, request_timeout: Optional[float] = None) -> List[AsyncCodeContext]:
+        """The sandbox's contexts: "default" first, then the created ones."""
+        r = await self.client.unary(
+            "ListContexts", rq.ref(pb.ListContextsRequest, self.sandbox_id, self.user_id),
+            timeout=request_timeout)
+        return [AsyncCodeContext(self, c.context_id, **rq.ctx_fields(c)) for c in r.contexts]
+
+    async def restart_code_context(self, context: Union[AsyncCodeContext, str, None] = None,
+                             request_timeout: Optional[float] = None) -> AsyncCodeContext:
+        """Kill the context's interpreter and start a fresh one under the same
+        id (None = the default context); returns once it is ready. A run in
+        progress ends with error ContextRestarted."""
+        ctx = getattr(context, "context_id", context) or ""
+        c = await self.client.unary(
+            "RestartContext", rq.ref(pb.RestartContextRequest, self.sandbox_id, self.user_id,
+                                     context_id=ctx), timeout=request_timeout)
+        return AsyncCodeContext(self, c.context_id, c.language or "python")
+
+    async def remove_code_context(self, context: Union[AsyncCodeContext, str],
+                            request_timeout: Optional[float] = None) -> None:
+        """Delete a created context (the default one cannot be: NOT_FOUND for
+        an unknown id, FAILED_PRECONDITION for "default"). A run in progress
+        on it ends CANCELLED."""
+        ctx = getattr(context, "context_id", context) or ""
+        await self.client.unary(
+            "DeleteContext", rq.ref(pb.DeleteContextRequest, self.sandbox_id, self.user_id,
+                                    context_id=ctx), timeout=request_timeout)
 
     async def run_code(self, code: str, *, context: Union[AsyncCodeContext, str, None] = None,
                        timeout: Optional[float] = None, on_stdout: Cb = None,

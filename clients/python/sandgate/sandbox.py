@@ -10,7 +10,7 @@ its TTL. It owns its Client only when it made one itself (no client=). The
 asyncio twin is aio.py; the requests both send are built in _requests.py.
 """
 from contextlib import closing
-from typing import Any, Callable, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Union
 
 from . import _requests as rq
 from ._rpc import pb
@@ -42,11 +42,17 @@ class CodeContext:
     imports survive from one run_code to the next, like a notebook. Every
     sandbox has a default one; create_code_context() makes more."""
 
-    def __init__(self, sandbox: "Sandbox", context_id: str, language: str = "python"):
+    def __init__(self, sandbox: "Sandbox", context_id: str, language: str = "python",
+                 state: str = "", created_at: int = 0, restarts: int = 0):
         self.sandbox = sandbox  # borrowed
         self.context_id = context_id
         self.id = context_id
         self.language = language
+        # as of list_code_contexts(): "starting", "idle", "running",
+        # "restarting"; created_at in Unix ms; times its state was lost
+        self.state = state
+        self.created_at = created_at
+        self.restarts = restarts
 
     def run_code(self, code: str, **kw: Any) -> Execution:
         """sandbox.run_code(code, context=this, ...)."""
@@ -410,6 +416,34 @@ class Sandbox:
             "CreateContext", rq.ref(pb.CreateContextRequest, self.sandbox_id, self.user_id,
                                     language=language), timeout=request_timeout)
         return CodeContext(self, ctx.context_id, ctx.language or language)
+
+    def list_code_contexts(self, request_timeout: Optional[float] = None) -> List[CodeContext]:
+        """The sandbox's contexts: "default" first, then the created ones."""
+        r = self.client.unary(
+            "ListContexts", rq.ref(pb.ListContextsRequest, self.sandbox_id, self.user_id),
+            timeout=request_timeout)
+        return [CodeContext(self, c.context_id, **rq.ctx_fields(c)) for c in r.contexts]
+
+    def restart_code_context(self, context: Union[CodeContext, str, None] = None,
+                             request_timeout: Optional[float] = None) -> CodeContext:
+        """Kill the context's interpreter and start a fresh one under the same
+        id (None = the default context); returns once it is ready. A run in
+        progress ends with error ContextRestarted."""
+        ctx = getattr(context, "context_id", context) or ""
+        c = self.client.unary(
+            "RestartContext", rq.ref(pb.RestartContextRequest, self.sandbox_id, self.user_id,
+                                     context_id=ctx), timeout=request_timeout)
+        return CodeContext(self, c.context_id, c.language or "python")
+
+    def remove_code_context(self, context: Union[CodeContext, str],
+                            request_timeout: Optional[float] = None) -> None:
+        """Delete a created context (the default one cannot be: NOT_FOUND for
+        an unknown id, FAILED_PRECONDITION for "default"). A run in progress
+        on it ends CANCELLED."""
+        ctx = getattr(context, "context_id", context) or ""
+        self.client.unary(
+            "DeleteContext", rq.ref(pb.DeleteContextRequest, self.sandbox_id, self.user_id,
+                                    context_id=ctx), timeout=request_timeout)
 
     def run_code(self, code: str, *, context: Union[CodeContext, str, None] = None,
                  timeout: Optional[float] = None, on_stdout: OnText = None,

@@ -270,6 +270,26 @@ test('a code context is separate', async () => {
   await rejectsWith(sb.runCode('1', { context: 'no-such-ctx' }), sg.NotFound, 'unknown context');
 });
 
+test('code contexts are listed, restarted and removed', async () => {
+  const sb = await sandbox('ctxmgmt');
+  const ctx = await sb.createCodeContext();
+  let listed = await sb.listCodeContexts();
+  assert.deepEqual(listed.map((c) => c.contextId), ['default', ctx.contextId]);
+  assert.equal(listed[1].state, 'idle');
+  assert.equal(listed[1].restarts, 0);
+  assert.ok(listed[1].createdAt > 0);
+  clean(await ctx.runCode('kept = 1', { timeout: 10 }));
+  const again = await sb.restartCodeContext(ctx);
+  assert.equal(again.contextId, ctx.contextId);
+  assert.equal((await ctx.runCode("'kept' in globals()", { timeout: 10 })).text, 'False');
+  assert.equal((await sb.listCodeContexts())[1].restarts, 1);
+  await sb.removeCodeContext(ctx);
+  listed = await sb.listCodeContexts();
+  assert.deepEqual(listed.map((c) => c.contextId), ['default']);
+  await rejectsWith(sb.runCode('1', { context: ctx }), sg.NotFound, 'deleted context');
+  await rejectsWith(sb.removeCodeContext('default'), sg.FailedPrecondition, 'default context');
+});
+
 test('the environment is only what create sets', async () => {
   const sb = await sandbox('env', { env: { TASK_TOKEN: 't0k' } });
   const ex = await sb.runCode(`import os\n(os.environ.get('TASK_TOKEN'), os.environ.get('${DAEMON_SECRET}'))`, { timeout: 10 });
