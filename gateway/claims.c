@@ -31,6 +31,7 @@
 
 #include <openssl/rand.h>
 
+#include "common/isolation.h"
 #include "common/log.h"
 #include "common/regkeys.h"
 #include "etcd/etcd.h"
@@ -160,18 +161,28 @@ void gw_claim_read(gw_req *r, const char *dedupe, void (*done)(gw_req *r))
 
 /* ---- placement ---- */
 
-static int serves(const gw_host_load *l, const char *template_name)
+/* The host reports the template, at an isolation at least min (a template
+ * whose report names no isolation is left to the host's own check). */
+static int serves(const gw_host_load *l, const char *template_name, sg_isolation min)
 {
     if (l->n_templates == 0)
         return 1;   /* a report without templates: the host decides */
-    for (size_t i = 0; i < l->n_templates; i++)
-        if (strcmp(l->templates[i].name, template_name) == 0)
+    for (size_t i = 0; i < l->n_templates; i++) {
+        if (strcmp(l->templates[i].name, template_name) != 0)
+            continue;
+        sg_isolation have;
+        if (!l->templates[i].isolation[0] || min == SG_ISOLATION_UNSET)
             return 1;
+        return sg_isolation_parse(l->templates[i].isolation, &have) == 0 && have >= min;
+    }
     return 0;
 }
 
-gw_host *gw_claim_place(const char *template_name, sg_err *e)
+gw_host *gw_claim_place(const char *template_name, const char *min_isolation, sg_err *e)
 {
+    sg_isolation min = SG_ISOLATION_UNSET;
+    if (min_isolation && min_isolation[0] && sg_isolation_parse(min_isolation, &min) != 0)
+        min = SG_ISOLATION_UNSET;   /* the host refuses what it cannot honour */
     gw_place_cand cand[GW_MAX_HOSTS];
     gw_host *who[GW_MAX_HOSTS];
     size_t n = 0, registered = 0;
@@ -182,7 +193,7 @@ gw_host *gw_claim_place(const char *template_name, sg_err *e)
             gw_host_load_get(h, &l) != 0 || !l.lease)
             continue;
         registered++;
-        if (!gw_host_serving(h) || atomic_load(&h->draining) || !serves(&l, template_name))
+        if (!gw_host_serving(h) || atomic_load(&h->draining) || !serves(&l, template_name, min))
             continue;
         uint32_t ready = 0;
         for (size_t k = 0; k < l.n_templates; k++)
@@ -197,7 +208,7 @@ gw_host *gw_claim_place(const char *template_name, sg_err *e)
     RAND_bytes((unsigned char *)&rnd, sizeof rnd);
     int best = gw_place_by_load(cand, n, rnd);
     if (best < 0) {
-        sg_err_set(e, SG_EUNAVAIL, registered ? "no serving sandbox host has template %s; retry later"
+        sg_err_set(e, SG_EUNAVAIL, registered ? "no serving sandbox host has template %s at the isolation it needs; retry later"
                                               : "no sandbox host is registered; retry later",
                    template_name);
         return NULL;

@@ -20,9 +20,10 @@ void gw_claim_counts(const gw_claim *c, uint32_t *tenant, uint32_t *user);
 /* The task's previous sandbox, lost with its host ("" if none). */
 const char *gw_claim_lost(const gw_claim *c);
 
-/* Sample GW_PLACE_K registered, serving hosts that report the template and
- * take the best by load (placement.h); NULL (e says why) if none. */
-gw_host *gw_claim_place(const char *template_name, sg_err *e);
+/* Sample GW_PLACE_K registered, serving, not draining hosts that report the
+ * template at an isolation at least min_isolation ("" = any) and take the
+ * best by load (placement.h); NULL (e says why) if none. */
+gw_host *gw_claim_place(const char *template_name, const char *min_isolation, sg_err *e);
 
 /* Claim the task for sandbox id on h (bound to h's lease) with its record
  * and quota key, in one transaction that also checks the quota counts read

@@ -441,7 +441,9 @@ static void etcd_counted(gw_req *r)
         etcd_join(r, p, existing);
         return;
     }
-    p->host = gw_claim_place(req->template_, &e);
+    sg_isolation iso = policy_template_isolation(r->pol, req->template_),
+                 min = policy_tenant_isolation(r->pol, r->id.tenant);
+    p->host = gw_claim_place(req->template_, sg_isolation_name(iso > min ? iso : min), &e);
     if (!p->host) {
         rpc_call_fail_info(r->in, GRPC_STATUS_UNAVAILABLE, e.msg, "HOST_UNAVAILABLE", NULL, 0);
         gw_req_free(r);

@@ -100,8 +100,9 @@ static size_t report(char *out, size_t cap, int64_t lease)
         for (host_sandbox *sb = H.templates[i].pool; sb; sb = sb->pool_next)
             ready += sb->pool_ready != 0;
         n += snprintf(out + n, cap - (size_t)n,
-                      "%s{\"name\":\"%s\",\"isolation\":\"process\",\"pool_ready\":%zu}",
-                      i ? "," : "", H.templates[i].cfg->name, ready);
+                      "%s{\"name\":\"%s\",\"isolation\":\"%s\",\"pool_ready\":%zu}",
+                      i ? "," : "", H.templates[i].cfg->name,
+                      sg_isolation_name(H.templates[i].cfg->isolation), ready);
     }
     pthread_mutex_unlock(&H.mu);
     if (n > 0 && (size_t)n < cap)

@@ -5,7 +5,8 @@ apart, the environment, a timeout interrupts and the context survives,
 several contexts, Exec, WriteFile/ReadFile, kill; the kernel inside is
 gVisor's; a memory overrun is a MemoryError with the context still alive;
 the agent stub killed (the Sentry then hangs) ends the action and tears the
-sandbox down. Figures for the report: `SANDGATE_GVISOR_BENCH=1`.
+sandbox down; ListContexts, RestartContext and DeleteContext on this driver.
+Figures for the report: `SANDGATE_GVISOR_BENCH=1`.
 """
 import os
 import signal
@@ -84,6 +85,37 @@ class E2E(unittest.TestCase):
         ctx = r.stdout.strip()
         r = self.run_code(sid, "'x' in globals()", "--context", ctx)
         self.assertIn("[result] False", r.stdout)
+
+    def test_context_restart_delete(self):
+        """Issue 17.5 on this driver: RestartContext wipes state under the
+        same id (KILLCTX to the shim, CTX again), DeleteContext removes one."""
+        sys.path.insert(0, os.path.join(HERE, "..", "tenancy"))
+        import grpc
+        import sgtenancy
+        sid = self.create("ctxmgmt")
+        pb, _, gpb = sgtenancy.stubs(D.tmp)
+        ch = grpc.insecure_channel(D.env["SANDGATE_ADDR"])
+        self.addCleanup(ch.close)
+        st = gpb.SandboxesStub(ch)
+        md = [("authorization", "Bearer " + D.env["SANDGATE_API_KEY"])]
+        user = D.env["SANDGATE_USER"]
+        ctx = st.CreateContext(pb.CreateContextRequest(sandbox_id=sid, user_id=user),
+                               metadata=md, timeout=60).context_id
+        self.assertEqual(self.run_code(sid, "kept = 1", "--context", ctx).returncode, 0)
+        r = st.RestartContext(pb.RestartContextRequest(sandbox_id=sid, user_id=user,
+                                                       context_id=ctx), metadata=md, timeout=60)
+        self.assertEqual(r.context_id, ctx)
+        r = self.run_code(sid, "'kept' in globals()", "--context", ctx)
+        self.assertIn("[result] False", r.stdout)
+        got = st.ListContexts(pb.ListContextsRequest(sandbox_id=sid, user_id=user),
+                              metadata=md, timeout=60).contexts
+        self.assertEqual([(c.context_id, c.restarts) for c in got], [("default", 0), (ctx, 1)])
+        st.DeleteContext(pb.DeleteContextRequest(sandbox_id=sid, user_id=user, context_id=ctx),
+                         metadata=md, timeout=60)
+        got = st.ListContexts(pb.ListContextsRequest(sandbox_id=sid, user_id=user),
+                              metadata=md, timeout=60).contexts
+        self.assertEqual([c.context_id for c in got], ["default"])
+        self.assertNotEqual(self.run_code(sid, "1", "--context", ctx).returncode, 0)
 
     def test_kernel_exec_files(self):
         sid = self.create("exec")

@@ -52,7 +52,8 @@ tenants:
 
 S = {}
 RPCS = ["CreateSandbox", "GetSandbox", "ListSandboxes", "KillSandbox", "ExtendSandbox",
-        "CreateContext", "RunCode", "Exec", "WriteFile", "ReadFile"]
+        "CreateContext", "ListContexts", "RestartContext", "RunCode", "Exec", "WriteFile",
+        "ReadFile"]
 
 
 def setUpModule():
@@ -115,6 +116,8 @@ class Matrix(unittest.TestCase):
                                                              ttl_seconds=300),
             "CreateContext": lambda: pb.CreateContextRequest(sandbox_id=sid, user_id=user,
                                                              language="python"),
+            "ListContexts": lambda: pb.ListContextsRequest(sandbox_id=sid, user_id=user),
+            "RestartContext": lambda: pb.RestartContextRequest(sandbox_id=sid, user_id=user),
             "RunCode": lambda: pb.RunCodeRequest(sandbox_id=sid, user_id=user, code="1+1",
                                                  timeout_seconds=20),
             "Exec": lambda: pb.ExecRequest(sandbox_id=sid, user_id=user, command="true",
@@ -207,6 +210,8 @@ class Matrix(unittest.TestCase):
     def test_03_ListSandboxes(self): self.run_rpc("ListSandboxes")
     def test_04_ExtendSandbox(self): self.run_rpc("ExtendSandbox")
     def test_05_CreateContext(self): self.run_rpc("CreateContext")
+    def test_05a_ListContexts(self): self.run_rpc("ListContexts")
+    def test_05b_RestartContext(self): self.run_rpc("RestartContext")
     def test_06_RunCode(self): self.run_rpc("RunCode")
     def test_07_Exec(self): self.run_rpc("Exec")
     def test_08_WriteFile(self): self.run_rpc("WriteFile")
