@@ -64,6 +64,29 @@ int mux_init(mux *m, int in_fd, int out_fd)
     return m->in && m->out ? 0 : -1;
 }
 
+static void discard(mux_chan *c);
+
+void mux_free(mux *m)
+{
+    for (size_t i = 0; i < m->n_chans; i++) {
+        mux_chan *c = m->chans[i];
+        discard(c);
+        if (c->fd >= 0)
+            close(c->fd);
+        free(c);
+    }
+    m->n_chans = 0;
+    free(m->in);
+    free(m->out);
+    m->in = m->out = NULL;
+    m->in_n = m->out_n = m->out_cap = 0;
+    if (m->in_fd >= 0)
+        close(m->in_fd);
+    if (m->out_fd >= 0)
+        close(m->out_fd);
+    m->in_fd = m->out_fd = -1;
+}
+
 static void enqueue(mux *m, uint8_t type, uint32_t chan, const void *payload, size_t n)
 {
     if (m->out_n + 9 + n > m->out_cap) {

@@ -54,6 +54,9 @@ typedef struct mux {
 } mux;
 
 int mux_init(mux *m, int in_fd, int out_fd);
+/* Free everything m owns: every channel (fd closed, buffers freed; no C is
+ * sent), both buffers, in_fd and out_fd. */
+void mux_free(mux *m);
 /* Read what the agent sent and act on it. 0; 1 on EOF (the agent or the
  * Sentry is gone); -1 on a protocol violation (m->err says which). */
 int mux_read(mux *m);

@@ -52,14 +52,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
-    for (size_t i = 0; i < f->m.n_chans; i++)
-        mux_chan_drop(&f->m, f->m.chans[i]);
+    mux_free(&f->m);   /* channels still open, their fds, both buffers */
     close(f->agent_w);
     close(f->agent_r);
-    close(f->m.in_fd);
-    close(f->m.out_fd);
-    free(f->m.in);
-    free(f->m.out);
     free(f);
     return 0;
 }
