@@ -231,17 +231,22 @@ static void on_next(void *arg, grpc_byte_buffer *bb)
         upload_end(u);
         return;
     }
+    /* m was unpacked here and is this function's alone (u and u->r never
+     * point into it): every path frees it exactly once, after its last read.
+     * What an error message needs of it is copied out first, because
+     * upload_fail frees u and may free r too. */
     const char *set = m->sandbox_id[0] ? "sandbox_id" : m->user_id[0] ? "user_id"
                       : m->path[0] ? "path" : m->offset ? "offset" : m->mode ? "mode"
                       : m->size ? "size" : NULL;
-    if (set || m->data.len > CHUNK_MAX) {
-        protobuf_c_message_free_unpacked(&m->base, NULL);
+    unsigned long long data_len = m->data.len;
+    if (set || data_len > CHUNK_MAX) {
+        protobuf_c_message_free_unpacked(&m->base, NULL);   /* m is not read below */
         if (set)
             upload_fail(u, SG_EINVAL, "%s: set on a later message of the upload; only data "
                         "may be (%llu)", set, 0);
         else
             upload_fail(u, SG_EINVAL, "%s: %llu bytes in one message; at most 4194304", "data",
-                        (unsigned long long)m->data.len);
+                        data_len);
         return;
     }
     if (m->data.len == 0) {   /* nothing to write: the next one */

@@ -204,6 +204,10 @@ typedef struct host_state {
     rpc_server *srv;
     volatile int stopping;
     int draining;                    /* shutting down: no pool refills */
+    /* H.mu: every template_start returned 0 (host_drivers_start). Until
+     * then the loop thread calls no driver op and runs no tick: a driver's
+     * t->priv does not exist before its template_start. */
+    int drivers_started;
 } host_state;
 
 extern host_state H;
@@ -222,8 +226,8 @@ void host_watch_close(host_watch *w);
 host_template *host_template_find(const char *name);
 void host_drivers_sweep(void);              /* start-up, after the cgroup sweep */
 int host_drivers_start(sg_err *err);        /* H.mu held: template_start of each */
-void host_drivers_tick(int64_t now_us);     /* loop: template_tick of each */
-void host_drivers_reaped(pid_t pid);        /* loop: waitpid reaped pid */
+void host_drivers_tick(int64_t now_us);     /* loop: template_tick of each (once started) */
+void host_drivers_reaped(pid_t pid);        /* loop: waitpid reaped pid (once started) */
 void host_drivers_stop(void);               /* shutdown, no H.mu: template_stop of each */
 
 /* sandbox.c — also the pieces pool.c builds on */

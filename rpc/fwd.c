@@ -7,7 +7,14 @@
  *
  * Lifetime: one ref per batch in flight plus one until on_done has run (the
  * user may call rpc_fwd_next/cancel until then); on_done runs once, when the
- * status is in and no read is outstanding. The last unref frees the struct. */
+ * status is in and no read is outstanding. The last unref frees the struct.
+ * rpc_fwd_next and rpc_fwd_cancel each hold a ref of their own from entry to
+ * return: they may be called from a thread other than the one completing the
+ * call's batches (etcd_watch_stop, gw_forward_host_lost), and their own
+ * maybe_done may find on_done already run there and the batch refs dropped,
+ * which freed the struct under them (ASan: use in maybe_done after a free
+ * from the completion loop). The caller's promise that on_done has not
+ * returned makes the ref at entry safe to take. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -146,9 +153,11 @@ static void on_recv(void *arg, int ok)
 
 void rpc_fwd_next(rpc_fwd *f)
 {
+    atomic_fetch_add(&f->refs, 1);   /* the caller's: see Lifetime above */
     pthread_mutex_lock(&f->mu);
     if (f->reading || f->stream_ended) {
         pthread_mutex_unlock(&f->mu);
+        fwd_unref(f);
         return;
     }
     f->reading = 1;
@@ -167,16 +176,19 @@ void rpc_fwd_next(rpc_fwd *f)
     pthread_mutex_unlock(&f->mu);
     if (e != GRPC_CALL_OK)
         maybe_done(f);
+    fwd_unref(f);
 }
 
 void rpc_fwd_cancel(rpc_fwd *f)
 {
+    atomic_fetch_add(&f->refs, 1);   /* the caller's: see Lifetime above */
     pthread_mutex_lock(&f->mu);
     if (f->call)
         grpc_call_cancel(f->call, NULL);
     f->stream_ended = 1;   /* nobody will ask for more */
     pthread_mutex_unlock(&f->mu);
     maybe_done(f);
+    fwd_unref(f);
 }
 
 /* Registered methods per channel: a call made from a registered handle

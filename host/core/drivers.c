@@ -100,6 +100,14 @@ void host_drivers_sweep(void)
             host_drivers[k]->sweep_on_start();
 }
 
+/* Ordering rule: a driver op on a template (tick, reaped, launch through
+ * the pool's refill) runs only after that driver's template_start, which
+ * makes t->priv. The loop thread must exist first (template_start adds its
+ * fds to the loop's epoll set), so main starts it, then calls this with
+ * H.mu held, and only this sets H.drivers_started; the loop checks it under
+ * H.mu and skips its tick until then. (Ticking earlier dereferenced a NULL
+ * t->priv in the process driver's retiring_tick: SIGSEGV at start-up when
+ * main was descheduled for a tick, 20 ms, between the two.) */
 int host_drivers_start(sg_err *err)
 {
     for (size_t i = 0; i < H.n_templates; i++) {
@@ -107,17 +115,22 @@ int host_drivers_start(sg_err *err)
         if (t->drv->template_start(t, err) != 0)
             return err && err->code ? err->code : SG_EINTERNAL;
     }
+    H.drivers_started = 1;
     return 0;
 }
 
 void host_drivers_tick(int64_t now_us)
 {
+    if (!H.drivers_started)
+        return;
     for (size_t i = 0; i < H.n_templates; i++)
         H.templates[i].drv->template_tick(&H.templates[i], now_us);
 }
 
 void host_drivers_reaped(pid_t pid)
 {
+    if (!H.drivers_started)   /* nothing reaped yet can be a driver's */
+        return;
     for (size_t k = 0; host_drivers[k]; k++)
         if (host_drivers[k]->reaped && in_use(host_drivers[k]))
             host_drivers[k]->reaped(pid);

@@ -199,7 +199,8 @@ int host_file_list(const host_file_target *t, const Sandgate__V1__ListFilesReque
                     .deadline_us = deadline_us};
     rc = list_dir(dfd, strcmp(rel, ".") == 0 ? "" : rel, r->recursive, 0, &acc, r->path, err);
     if (rc == 0) {
-        qsort(acc.items, acc.n, sizeof *acc.items, cmp_info);
+        if (acc.n > 1)   /* an empty directory leaves items NULL: qsort's array must not be */
+            qsort(acc.items, acc.n, sizeof *acc.items, cmp_info);
         Sandgate__V1__FileInfo **ptrs = calloc(acc.n + 1, sizeof *ptrs);
         for (size_t i = 0; ptrs && i < acc.n; i++)
             ptrs[i] = &acc.items[i];

@@ -64,8 +64,12 @@ static void on_sigchld(host_watch *w, uint32_t events)
         host_drivers_reaped(pid);
 }
 
+/* H.mu held. Nothing until the drivers have started (drivers.c says why):
+ * the pool's refill launches through them. */
 static void tick(int64_t now)
 {
+    if (!H.drivers_started)
+        return;
     host_drivers_tick(now);
     host_sandboxes_tick(now);
 }

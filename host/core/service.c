@@ -139,6 +139,18 @@ static void on_list(rpc_call *c, void *d)
         return;
     }
     pthread_mutex_lock(&H.mu);
+    if (H.draining) {
+        /* Shutting down (kill_all): the sandboxes are being stopped, not
+         * ended (they answer as lost after a restart), so an empty or
+         * shrinking list here is not what the host holds. A gateway that
+         * took it as its quota count (load report, create fan-out) forgot a
+         * task's live sandbox and placed its create retry on another host
+         * (tenancy_host_down under ASan, where the stop lasts longer). */
+        pthread_mutex_unlock(&H.mu);
+        fail(c, SG_EUNAVAIL, "the host is shutting down; retry later");
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        return;
+    }
     size_t n = 0, room = r->limit ? r->limit : SIZE_MAX;
     int more = 0;
     Sandgate__V1__HostSandbox *items = calloc(H.n_sandboxes + 1, sizeof *items);

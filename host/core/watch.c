@@ -62,6 +62,7 @@ typedef struct watcher {
     size_t qh, qn;
     uint64_t dropped;
     int sending, ending, dead;
+    int finished;          /* the call's status is queued (rpc_call_finish) */
     uint32_t cookie;       /* a MOVED_FROM waiting for its MOVED_TO */
     char *moved_from;
     int moved_dir;
@@ -414,9 +415,21 @@ static void *watch_main(void *arg)
                     w->dead = 1;
                 }
             }
-            if (finish)
+            if (finish) {
                 rpc_call_finish(w->call, GRPC_STATUS_OK, NULL);
+                w->finished = 1;
+            }
             if (w->dead && !w->sending) {
+                /* Every dispatched call must get a status: the call holds a
+                 * ref for it until that status batch completes (rpc/call.c),
+                 * and our unref in watcher_free is only the watcher's own.
+                 * A watch that died (client gone, a send failed) still
+                 * finishes; to a cancelled call the status goes nowhere, but
+                 * without it the call, its grpc_call and the server leak. */
+                if (!w->finished) {
+                    rpc_call_finish(w->call, GRPC_STATUS_CANCELLED, "the watch ended");
+                    w->finished = 1;
+                }
                 *pp = w->next;
                 W.n--;
                 epoll_ctl(W.epfd, EPOLL_CTL_DEL, w->ifd, NULL);

@@ -15,7 +15,9 @@ text, which the gateway logs instead. With H up, (a) and (b) are identical
 too (NOT_FOUND, "no such sandbox"). The other host keeps serving.
 """
 import os
+import subprocess
 import sys
+import threading
 import unittest
 import uuid
 
@@ -91,6 +93,41 @@ def trailers(e):
                         for k, v in (e.trailing_metadata() or ())))
 
 
+def host_pb(tmp):
+    """host.proto's messages (the gateway -> host API), generated into tmp."""
+    out = os.path.join(tmp, "hoststubs")
+    if not os.path.isdir(out):
+        os.makedirs(out)
+        proto = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto")
+        subprocess.run(["protoc", "-I", proto, "--python_out=" + out,
+                        "sandgate/v1/host.proto", "sandgate/v1/sandgate.proto"],
+                       check=True, timeout=60)
+        sys.path.insert(0, out)
+    import importlib
+    return importlib.import_module("sandgate.v1.host_pb2")
+
+
+def poll_lists(tmp, port, out, done, first):
+    """demo's owners as the host lists them (the load report's view), as
+    often as it answers, until it no longer does after `done`."""
+    hpb = host_pb(tmp)
+    ch = grpc.insecure_channel("127.0.0.1:%d" % port)
+    call = ch.unary_unary("/sandgate.v1.Host/ListSandboxes",
+                          request_serializer=hpb.HostListRequest.SerializeToString,
+                          response_deserializer=hpb.HostListResponse.FromString)
+    try:
+        while True:
+            try:
+                r = call(hpb.HostListRequest(all_tenants=True), timeout=2)
+                out.append({x.owner.task_id for x in r.sandboxes if x.owner.tenant_id == "demo"})
+                first.set()
+            except grpc.RpcError:
+                if done.is_set():
+                    return
+    finally:
+        ch.close()
+
+
 class HostDown(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -106,7 +143,20 @@ class HostDown(unittest.TestCase):
                                     requests(api.pb, cls.theirs, "du")):
             cls.up_answers[m] = (answer(api, m, ra, KD), answer(api, m, rb, KD))
         cls.port = cls.down.port
+        # While it stops, the host must never list demo's sandboxes without
+        # mine: a gateway takes such a list as its quota count and would
+        # place the retry below elsewhere (the stop kills the sandboxes but
+        # ends none of them). Polled until the host stops answering, so the
+        # check waits for a state, not a time.
+        cls.stop_lists = []
+        done, first = threading.Event(), threading.Event()
+        poller = threading.Thread(target=poll_lists, args=(
+            S["tmp"], cls.port, cls.stop_lists, done, first), daemon=True)
+        poller.start()
+        first.wait(30)   # polling has begun: the stop below is seen from its start
         cls.down.stop()   # by its PID (SIGTERM)
+        done.set()
+        poller.join(30)
 
     def test_host_up_never_existed_and_other_tenants_alike(self):
         for m, (a, b) in self.up_answers.items():
@@ -140,6 +190,11 @@ class HostDown(unittest.TestCase):
                 self.check_public(*c, what="%s own" % m)
                 # the caller's own id gets the same text (only the host is down)
                 self.assertEqual(a[1], c[1])
+
+    def test_a_stopping_host_never_lists_without_its_sandboxes(self):
+        self.assertTrue(self.stop_lists, "the host never answered a list")
+        for owners in self.stop_lists:
+            self.assertIn(TASKS[self.mine], owners)
 
     def test_create_retry_of_a_task_on_the_down_host(self):
         # the task's live sandbox is on the stopped host: no second one elsewhere,
