@@ -70,7 +70,9 @@ asan_pass() {
   rm -rf "$san"
   mkdir -p "$san"
   # ASan and LeakSanitizer write one file per reporting process
-  # (asan.<pid>). gcc's UBSan under ASan ignores log_path: its reports go to
+  # (asan.<pid>); a process that opens its report file early (the gVisor
+  # shim, before it chroots) leaves it empty when it has nothing to report,
+  # so only non-empty files count. gcc's UBSan under ASan ignores log_path: its reports go to
   # the process's stderr (the test's output, or a daemon's log, which the
   # tests print when they fail), and being fatal they kill the process.
   # Sandboxes' pid 1 (sandgate-init) starts with a clean environment, so it
@@ -81,7 +83,7 @@ asan_pass() {
    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
    SG_SEC_CYCLES="${SG_SEC_CYCLES:-300}" \
    ctest --output-on-failure --timeout 900 -j"$test_jobs" -LE 'bench|timing|vm' "$@") || rc=$?
-  reports=$(find "$san" -type f | sort)
+  reports=$(find "$san" -type f -size +0 | sort)
   if [ -n "$reports" ]; then
     for f in $reports; do
       echo "==== sanitizer report $f"
