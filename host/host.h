@@ -256,7 +256,9 @@ int host_pool_log(void);
 host_sandbox *host_sandbox_find(const char *id);
 int host_sandbox_create(const Sandgate__V1__HostCreateRequest *req, rpc_call *call, sg_err *err);
 void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to);
-/* The value of sb's label key, or NULL. */
+/* labels.c: a sandbox's labels; the value of sb's label key, or NULL */
+void host_labels_assign(host_sandbox *sb, const Sandgate__V1__CreateSandboxRequest *r);
+void host_labels_free(host_sandbox *sb);
 const char *host_sandbox_label(const host_sandbox *sb, const char *key);
 void host_sandbox_fill(const host_sandbox *sb, Sandgate__V1__HostSandbox *out,
                        Sandgate__V1__Sandbox *sbuf, Sandgate__V1__Owner *obuf);

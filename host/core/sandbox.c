@@ -223,64 +223,6 @@ host_sandbox *host_sandbox_alloc(const char *template_name, uint32_t slot)
     return sb;
 }
 
-static int cmp_meta(const void *a, const void *b)
-{
-    return strcmp(((const Sandgate__V1__Sandbox__MetadataEntry *)a)->key,
-                  ((const Sandgate__V1__Sandbox__MetadataEntry *)b)->key);
-}
-
-static void meta_free(host_sandbox *sb)
-{
-    for (size_t i = 0; i < sb->n_meta; i++) {
-        free(sb->meta[i].key);
-        free(sb->meta[i].value);
-    }
-    free(sb->meta);
-    free(sb->meta_ptrs);
-    sb->meta = NULL;
-    sb->meta_ptrs = NULL;
-    sb->n_meta = 0;
-}
-
-/* The request's labels, copied (host_check_create bounded them). */
-static void meta_assign(host_sandbox *sb, const Sandgate__V1__CreateSandboxRequest *r)
-{
-    meta_free(sb);
-    if (!r->n_metadata)
-        return;
-    sb->meta = calloc(r->n_metadata, sizeof *sb->meta);
-    sb->meta_ptrs = calloc(r->n_metadata, sizeof *sb->meta_ptrs);
-    if (!sb->meta || !sb->meta_ptrs) {
-        free(sb->meta);
-        free(sb->meta_ptrs);
-        sb->meta = NULL;
-        sb->meta_ptrs = NULL;
-        return;
-    }
-    for (size_t i = 0; i < r->n_metadata; i++) {
-        sandgate__v1__sandbox__metadata_entry__init(&sb->meta[i]);
-        sb->meta[i].key = strdup(r->metadata[i]->key);
-        sb->meta[i].value = strdup(r->metadata[i]->value);
-        if (!sb->meta[i].key || !sb->meta[i].value) {
-            free(sb->meta[i].key);
-            free(sb->meta[i].value);
-            break;
-        }
-        sb->n_meta++;
-    }
-    qsort(sb->meta, sb->n_meta, sizeof *sb->meta, cmp_meta);
-    for (size_t i = 0; i < sb->n_meta; i++)
-        sb->meta_ptrs[i] = &sb->meta[i];
-}
-
-const char *host_sandbox_label(const host_sandbox *sb, const char *key)
-{
-    for (size_t i = 0; i < sb->n_meta; i++)
-        if (strcmp(sb->meta[i].key, key) == 0)
-            return sb->meta[i].value;
-    return NULL;
-}
-
 /* Everything of the request's: id, owner, limits, TTL, secrets, labels. */
 void host_sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest *req)
 {
@@ -298,7 +240,7 @@ void host_sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest
         sb->limits.base.n_unknown_fields = 0;
     }
     host_limits_default(&sb->limits);
-    meta_assign(sb, req->request);
+    host_labels_assign(sb, req->request);
     sb->created_ms = sb->last_active_ms = host_wall_ms();
     uint32_t ttl = req->request->ttl_seconds ? req->request->ttl_seconds : 600;
     sb->expires_ms = sb->created_ms + (int64_t)ttl * 1000;
@@ -711,7 +653,7 @@ static void sandbox_free(host_sandbox *sb)
     if (sb->pidfd >= 0)
         close(sb->pidfd);
     free(sb->kill_calls);
-    meta_free(sb);
+    host_labels_free(sb);
     free(sb);
 }
 
