@@ -85,10 +85,13 @@ def gvisor_require():
     assert os.access(SHIM, os.X_OK), "no sandgate-gvisor-shim at " + SHIM
 
 
-def new_sandbox(zygote, env, workdir=WORKDIR):
-    """A sandbox activated with env, and its default context."""
+def new_sandbox(zygote, env, workdir=WORKDIR, preload=""):
+    """A sandbox activated with env, and its default context. gvisor: the
+    agent preloads `preload` (none by default: importing numpy under ptrace
+    costs ~1 s a sandbox, and only RuntimeTest's shared sandbox needs it
+    preloaded); the process zygote always has its numpy."""
     if GVISOR:
-        sb = ShimSandbox()
+        sb = ShimSandbox(preload)
         try:
             sb.pooled()
             return sb, sb.activate(env, workdir=workdir)
@@ -101,7 +104,7 @@ def new_sandbox(zygote, env, workdir=WORKDIR):
 
 def new_pool_sandbox(zygote):
     """A pool sandbox (PROTOCOL.md 2a) that has said POOLED."""
-    sb = ShimSandbox() if GVISOR else zygote.create(pool=True)
+    sb = ShimSandbox("") if GVISOR else zygote.create(pool=True)
     try:
         sb.pooled()
     except BaseException:
@@ -124,7 +127,7 @@ class RuntimeTest(unittest.TestCase):
         if GVISOR:
             gvisor_require()
             os.environ[SECRET] = "leaked"     # the shim inherits ours
-            cls.shared, default = new_sandbox(None, SANDBOX_ENV)
+            cls.shared, default = new_sandbox(None, SANDBOX_ENV, preload="numpy")
             default.close()
             cls.n_ctx = 0
         else:
