@@ -216,11 +216,15 @@ static void jnum(jb *j, const char *key, long long v)
     jraw(j, k);
 }
 
-static void jsend(relay *r, jb *j)
+/* -1 (nothing sent) when the message is past what the agent takes. */
+static int jsend(relay *r, jb *j)
 {
     jraw(j, "}");
-    mux_control(r->m, j->b, j->n);
+    int rc = j->n <= SHIM_JSON_TO_AGENT_MAX ? 0 : -1;
+    if (rc == 0)
+        mux_control(r->m, j->b, j->n);
     free(j->b);
+    return rc;
 }
 
 static jb jop(const char *op)
@@ -364,7 +368,11 @@ static void on_exec(relay *r, const char *id, const char *command)
     jstr(&j, "command", command);
     jnum(&j, "out", c->chans[0]);
     jnum(&j, "err", c->chans[1]);
-    jsend(r, &j);
+    if (jsend(r, &j) != 0) {
+        child_free(r, c, 2);
+        snprintf(m, sizeof m, "EXECERR %s command too long", id);
+        relay_send_text(r, m);
+    }
 }
 
 static void on_signal(relay *r, relay_child *tab, size_t n, const char *op, const char *id,
@@ -475,6 +483,15 @@ static int on_activated(relay *r)
     return 0;
 }
 
+/* The default context the shim made at start (slot 0) and holds until the
+ * agent says `activated`: the agent never answers for it. A later `CTX
+ * default` from the host (RestartContext of the default context, after its
+ * CTXEXIT) is an ordinary start the agent does answer. */
+static bool held_default(const relay *r, const relay_child *c)
+{
+    return c == &r->ctx[0] && r->phase != RELAY_RUNNING;
+}
+
 /* code/signal fields, bounded to what an exit can be. */
 static int exit_fields(relay *r, const shim_json *j, long long *code, long long *sig)
 {
@@ -570,13 +587,13 @@ static int dispatch(relay *r, const shim_json *j)
     }
     int nch = is_ctx ? 3 : 2;
     if (strcmp(op, "ctx") == 0 || strcmp(op, "exec") == 0) {
-        if (c->state != RELAY_PENDING || (is_ctx && strcmp(c->id, "default") == 0))
+        if (c->state != RELAY_PENDING || (is_ctx && held_default(r, c)))
             return fatal(r, "agent: a start answer out of turn");
         release(r, c, is_ctx ? "CTX" : "EXEC", nch);
         return 0;
     }
     if (strcmp(op, "ctxerr") == 0 || strcmp(op, "execerr") == 0) {
-        if (c->state != RELAY_PENDING || (is_ctx && strcmp(c->id, "default") == 0))
+        if (c->state != RELAY_PENDING || (is_ctx && held_default(r, c)))
             return fatal(r, "agent: a start error out of turn");
         clean_msg(msg, sizeof msg, shim_json_str(j, "msg"));
         snprintf(m, sizeof m, "%s %s %s", is_ctx ? "CTXERR" : "EXECERR", c->id, msg);
