@@ -30,6 +30,21 @@ DETAILS_KEY = "grpc-status-details-bin"
 
 _stub_mods = {}
 
+sys.path.insert(0, os.path.join(REPO, "tests"))
+import drivers  # noqa: E402
+
+
+def host_config(tmp, src=None):
+    """A copy of src (default deploy/local/host.yaml) in tmp for the driver
+    this run selects (tests/drivers.py: SANDGATE_TEST_DRIVER); its path."""
+    src = src or os.path.join(REPO, "deploy", "local", "host.yaml")
+    with open(src) as f:
+        text = drivers.host_config(f.read())
+    path = os.path.join(tmp, "host-%s.yaml" % drivers.current())
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
 
 def key_hash(key):
     """What `sandgate-policy hash-key KEY` prints."""
@@ -111,6 +126,9 @@ class Daemons:
         e.update(SANDGATE_RUN_DIR=self.run_dir, SANDGATE_PORT="0", SANDGATE_HOST_PORT="0",
                  SANDGATE_POLICY=self.policy_path, SANDGATE_BUILD=BUILD)
         e.pop("SANDGATE_HOST_NAME", None)
+        # deploy/local/host.yaml for this run's driver; a test that brings
+        # its own host config (test_isolation: both drivers) keeps it
+        e["SANDGATE_HOST_CONFIG"] = host_config(tmp)
         e.update(env or {})
         self.env = e
         self.addr = None
@@ -222,9 +240,13 @@ class Api:
     # -- conveniences --
 
     def create(self, key, user, task, token=None, **kw):
-        req = self.pb.CreateSandboxRequest(template=kw.pop("template", TEMPLATE), user_id=user,
-                                           task_id=task, **kw)
-        return self.call("CreateSandbox", req, key, token)
+        template = kw.pop("template", TEMPLATE)
+        req = self.pb.CreateSandboxRequest(template=template, user_id=user, task_id=task, **kw)
+        sb = self.call("CreateSandbox", req, key, token)
+        # a suite run for a driver really runs on it (deploy/local's template)
+        if template == TEMPLATE:
+            assert sb.isolation == drivers.current(), (sb.isolation, drivers.current())
+        return sb
 
     def run(self, key, user, sid, code, token=None, timeout_s=30):
         """(stdout, stderr, error event or None, end, events)."""
