@@ -128,8 +128,8 @@ class Cluster:
         self.policy_path = os.path.join(tmp, "policy.yaml")
         with open(self.policy_path, "w") as f:
             f.write(policy_text)
-        # for this run's driver (tests/drivers.py)
-        self.host_config = sg.host_config(tmp, host_config)
+        # deploy/local/host.yaml for this run's driver (drivers.py), not as shipped
+        self.host_config = host_config or sg.local_host_config(tmp)
         self.env = dict(os.environ, SANDGATE_POOL_SIZE=str(pool_size))
         tag = uuid.uuid4().hex[:6]
         self.hosts = [Host(self, "c%s%d" % (tag, i)) for i in range(n_hosts)]

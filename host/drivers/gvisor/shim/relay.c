@@ -656,15 +656,6 @@ static int on_activated(relay *r)
     return 0;
 }
 
-/* The default context the shim made at start (slot 0) and holds until the
- * agent says `activated`: the agent never answers for it. A later `CTX
- * default` from the host (RestartContext of the default context, after its
- * CTXEXIT) is an ordinary start the agent does answer. */
-static bool held_default(const relay *r, const relay_child *c)
-{
-    return c == &r->ctx[0] && r->phase != RELAY_RUNNING;
-}
-
 /* code/signal fields, bounded to what an exit can be. */
 static int exit_fields(relay *r, const shim_json *j, long long *code, long long *sig)
 {
@@ -764,14 +755,19 @@ static int dispatch(relay *r, const shim_json *j)
     if (!is_ctx && strcmp(op, "exit") != 0 && is_proc_op != c->proc)
         return fatal(r, "agent: a start answer of the wrong kind");
     const char *errverb = is_ctx ? "CTXERR" : c->proc ? "PROCERR" : "EXECERR";
+    /* The first default context is answered by `activated`, never by a
+     * start answer; once running, a default the host opens again (CTX
+     * default after it died: the timeout ladder, RestartContext) is
+     * answered like any other context. */
+    bool first_default = is_ctx && strcmp(c->id, "default") == 0 && r->phase != RELAY_RUNNING;
     if (strcmp(op, "ctx") == 0 || strcmp(op, "exec") == 0 || strcmp(op, "proc") == 0) {
-        if (c->state != RELAY_PENDING || (is_ctx && held_default(r, c)))
+        if (c->state != RELAY_PENDING || first_default)
             return fatal(r, "agent: a start answer out of turn");
         release(r, c, is_ctx ? "CTX" : c->proc ? "PROC" : "EXEC", nch);
         return 0;
     }
     if (strcmp(op, "ctxerr") == 0 || strcmp(op, "execerr") == 0 || strcmp(op, "procerr") == 0) {
-        if (c->state != RELAY_PENDING || (is_ctx && held_default(r, c)))
+        if (c->state != RELAY_PENDING || first_default)
             return fatal(r, "agent: a start error out of turn");
         clean_msg(msg, sizeof msg, shim_json_str(j, "msg"));
         snprintf(m, sizeof m, "%s %s %s", errverb, c->id, msg);
