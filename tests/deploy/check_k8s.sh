@@ -42,11 +42,13 @@ for o in "$k8s"/overlays/*/; do
     wn=$(basename "$w")
     image=$(cat "$w/image")
     case "$image" in sandgate:*|*/sandgate:*) ;; *) continue ;; esac
-    # Secret mounts: a throwaway key pair where the pod would have tls.*
+    # Secret mounts: a throwaway key pair where the pod would have tls.*,
+    # and its certificate as the ca.crt a Secret with a CA carries
     while read -r mnt secret; do
       mkdir -p "$w$mnt"
       openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=sandgate -days 1 \
         -keyout "$w$mnt/tls.key" -out "$w$mnt/tls.crt" 2>/dev/null
+      cp "$w$mnt/tls.crt" "$w$mnt/ca.crt"
     done <"$w/secrets"
     argv0=$(sed -n 1p "$w/argv")
     case "$argv0" in
