@@ -241,29 +241,6 @@ class E2E(unittest.TestCase):
         test_driver.wait_for(lambda: sid not in test_driver.cgroups_of(name), 20,
                              "the sandbox torn down")
 
-    def test_context_fork_copies_pages_not_chunks(self):
-        # The Sentry copies a copy-on-write fault of a non-executable mapping
-        # in 2 MiB chunks, so a forked context used to copy nearly all of
-        # the preloaded numpy+pandas heap (+35.7 MiB in gVisor's AnonPages
-        # for one x=1 in a new context); with the agent's --page-cow
-        # (agent/cow.py) it copies the pages it writes (~5 MiB).
-        sid = self.create("cow")
-        probe = ("print('ANON', [int(l.split()[1]) for l in open('/proc/meminfo')"
-                 " if l.startswith('AnonPages:')][0])")
-
-        def anon_kib():
-            r = self.run_code(sid, probe)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            return int(r.stdout.split("ANON", 1)[1].split()[0])
-        before = anon_kib()
-        r = D.cli("context", sid)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        ctx = r.stdout.strip()
-        r = self.run_code(sid, "import json, csv, re\nx = 1", "--context", ctx)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        added_mib = (anon_kib() - before) / 1024.0
-        self.assertLess(added_mib, 16, "a new context added %.1f MiB of app memory" % added_mib)
-
     @unittest.skipUnless(os.environ.get("SANDGATE_GVISOR_BENCH"), "figures only on request")
     def test_figures(self):
         creates = []

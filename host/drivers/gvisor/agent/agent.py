@@ -10,7 +10,7 @@ children.py's; a context itself is host/runtime's (context.py), imported,
 not copied.
 
 Run as: /usr/bin/python3 -I agent.py [--runtime DIR] [--preload a,b]
-                                    [--child-uid N [--child-gid N]] [--page-cow]
+                                    [--child-uid N [--child-gid N]]
 
 It trusts the shim's framing to be right and treats a frame that is not
 (unknown type or op, bad JSON, past a limit or a window) as the end: a
@@ -74,9 +74,6 @@ def _parse_args(argv):
     # cannot SIGKILL or SIGSTOP pid 1, which this runsc does not prevent.
     p.add_argument("--child-uid", type=int)
     p.add_argument("--child-gid", type=int)
-    # Under gVisor: the preloaded heap copy-on-write per page, not per
-    # 2 MiB (cow.py).
-    p.add_argument("--page-cow", action="store_true")
     return p.parse_args(argv)
 
 
@@ -597,12 +594,6 @@ def main(argv):
     _warm()
     gc.collect()
     gc.freeze()
-    if args.page_cow:
-        import cow
-        _, failed = cow.make_heap_executable()
-        if failed:
-            agent.log("page-cow: %d mapping(s) left as they were: %s"
-                      % (len(failed), "; ".join(failed[:4])))
     signal.set_wakeup_fd(agent.wake_w)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     try:

@@ -214,14 +214,12 @@ char *shim_bundle_config_json(const shim_config *c, const shim_paths *p)
      * context and exec as the sandbox's uid (--child-uid), so no code of
      * the sandbox can signal, stop or trace pid 1: this runsc delivers
      * SIGKILL/SIGSTOP to pid 1 from inside, and a dead or frozen agent is
-     * a hung Sentry (issue 14). --page-cow: the preloaded heap is
-     * copied per page, not per 2 MiB, when a context forks (agent/cow.py:
-     * ~36 MiB less per context). */
+     * a hung Sentry (issue 14). */
     put(&s, "{\"ociVersion\":\"1.0.2\",\"process\":{\"terminal\":false,"
             "\"user\":{\"uid\":0,\"gid\":0},\"args\":[");
     str(&s, c->python);
     put(&s, ",\"-I\",\"" SHIM_AGENT_MNT "/agent.py\",\"--runtime\",\"" SHIM_RUNTIME_MNT "\","
-            "\"--child-uid\",\"%u\",\"--child-gid\",\"%u\",\"--page-cow\"",
+            "\"--child-uid\",\"%u\",\"--child-gid\",\"%u\"",
         (unsigned)c->uid, (unsigned)c->uid);
     if (c->preload && *c->preload) {
         put(&s, ",\"--preload\",");
