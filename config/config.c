@@ -200,7 +200,7 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
         return SG_EINVAL;
     }
     static const char *const keys[] = {"listen", "policy", "audit_log", "threads", "tls", "hosts",
-                                       "metrics_listen", "registry", NULL};
+                                       "metrics_listen", "registry", "api_keys_file", NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
     if (out->listen)
@@ -211,6 +211,9 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
     char *pol = req_str(&c, root, "", "policy");
     out->policy_path = resolve(&c, pol);
     free(pol);
+    char *kf = opt_str(&c, root, "", "api_keys_file", NULL);
+    out->api_keys_path = resolve(&c, kf);
+    free(kf);
     char *audit = opt_str(&c, root, "", "audit_log", NULL);
     out->audit_log = resolve(&c, audit);
     free(audit);
@@ -237,6 +240,7 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
 void config_gateway_cleanup(config_gateway *g)
 {
     registry_cleanup(&g->registry);
+    free(g->api_keys_path);
     free(g->listen);
     free(g->metrics_listen);
     free(g->policy_path);

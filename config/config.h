@@ -7,6 +7,9 @@
  *   listen: "127.0.0.1:7443"
  *   metrics_listen: "127.0.0.1:9443"  # optional: Prometheus /metrics over HTTP
  *   policy: "policy.yaml"          # relative paths are relative to this file
+ *   api_keys_file: keys.yaml       # optional: more API-key digests per tenant, kept
+ *                                  # out of the policy (policy/keys_file.c); reloaded
+ *                                  # with it
  *   audit_log: "audit.log"         # optional; "-" = stderr
  *   threads: 1                     # completion-queue threads
  *   tls:                           # optional: mTLS on the listener
@@ -105,6 +108,7 @@ typedef struct config_gateway {
     char *listen;
     char *metrics_listen;  /* NULL = no metrics listener */
     char *policy_path;     /* absolute after load */
+    char *api_keys_path;   /* absolute after load; NULL = the policy's keys only */
     char *audit_log;       /* NULL = none */
     int threads;
     char *tls_cert, *tls_key, *tls_client_ca;   /* NULL when no TLS */

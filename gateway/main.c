@@ -119,7 +119,7 @@ int main(int argc, char **argv)
     }
     policy_errors_cleanup(&errs);
     sg_err err;
-    if (gw_policy_load_initial(G.cfg.policy_path, &err) != 0 ||
+    if (gw_policy_load_initial(G.cfg.policy_path, G.cfg.api_keys_path, &err) != 0 ||
         gw_audit_open(G.cfg.audit_log, &err) != 0) {
         sg_log_error("%s", err.msg);
         return 1;
