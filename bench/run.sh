@@ -80,7 +80,7 @@ else
   : "${secs:=4}"; : "${reps:=3}"; warm=1; concs="1 16 64 256"
   n_create=200; n_cold=5; n_kstart=10; n_kexec=200; n_bwrap=50; burst=1000; burst_total=3000
   policy_rules=10000
-  iso_create=30; iso_actions=5; iso_counts="1 10 50"; iso_gv_pool=4
+  iso_create=30; iso_actions=5; iso_counts="1 10 50"; iso_gv_pool=""   # deploy/local's
 fi
 want() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
@@ -186,36 +186,50 @@ mkdir -p "$work/rt"
 sed -e "s|^runtime_dir:.*|runtime_dir: $work/rt|" -e "s|^cgroup_root:.*|cgroup_root: $cg_root|" \
     -e "s|^uid_base:.*|uid_base: 400000|" -e "s|^name:.*|name: bench|" \
     "$repo/deploy/local/host.yaml" >"$work/host.yaml"
-# Scenario 7: the same template on the gvisor driver (unless deploy/local
-# ships one already), its pool as the process template's.
+# Scenario 7 runs deploy/local's code-interpreter-gvisor beside the process
+# template (added from the process one if deploy/local has none; smoke mode:
+# pool 1, a gVisor pool sandbox is seconds of CPU to warm). Without scenario
+# 7, the process template only (tests/drivers.py): no gVisor pool warming.
 gv_tpl=code-interpreter-gvisor
-gv_pool=$iso_gv_pool   # smoke: 1 (a gVisor pool sandbox is seconds of CPU to warm)
 gv_why=""
 if ! want 7; then gv_why="not asked for"
 elif [ "$(id -u)" != 0 ]; then gv_why="needs root"
 elif [ ! -x /usr/bin/runsc ]; then gv_why="runsc missing (deploy/packages.txt)"
 fi
-if [ -z "$gv_why" ] && ! grep -q "name: $gv_tpl\$" "$work/host.yaml"; then
-  "$py" - "$work/host.yaml" "$gv_tpl" "$gv_pool" <<'PY'
-import sys
-# the process template's item, renamed, with isolation: gvisor
+if [ -n "$gv_why" ]; then
+  SANDGATE_TEST_DRIVER=process /usr/bin/python3 "$repo/tests/drivers.py" "$work/host.yaml"
+else
+  "$py" - "$work/host.yaml" "$gv_tpl" "$iso_gv_pool" <<'PY'
+import re, sys
 path, name, pool = sys.argv[1:]
 lines = open(path).read().splitlines(keepends=True)
-start = next(i for i, l in enumerate(lines) if l.strip() == "- name: code-interpreter")
-end = start + 1
-while end < len(lines) and (lines[end].startswith("    ") or not lines[end].strip()):
-    end += 1
-item = [l for l in lines[start:end] if not l.lstrip().startswith(("pool:", "isolation:"))]
-item[0] = item[0].replace("code-interpreter", name)
-item += ["    pool: %s\n" % pool, "    isolation: gvisor\n"]
-if not lines[end - 1].endswith("\n"):
-    lines[end - 1] += "\n"
-open(path, "w").write("".join(lines[:end] + item + lines[end:]))
+def item(n):
+    s = next((i for i, l in enumerate(lines) if l.strip() == "- name: " + n), None)
+    if s is None:
+        return None, None
+    e = s + 1
+    while e < len(lines) and (lines[e].startswith("    ") or not lines[e].strip()):
+        e += 1
+    return s, e
+s, e = item(name)
+if s is None:   # the process template's item, renamed, isolation gvisor
+    ps, pe = item("code-interpreter")
+    new = [l for l in lines[ps:pe] if not l.lstrip().startswith(("pool:", "isolation:"))]
+    new[0] = new[0].replace("code-interpreter", name)
+    if not new[-1].endswith("\n"):
+        new[-1] += "\n"
+    new += ["    isolation: gvisor\n", "    pool: %s\n" % (pool or "2")]
+    lines[pe:pe] = new
+elif pool:
+    for i in range(s, e):
+        if lines[i].lstrip().startswith("pool:"):
+            lines[i] = re.sub(r"pool:\s*\d+", "pool: " + pool, lines[i])
+open(path, "w").write("".join(lines))
 PY
 fi
 pool_in() { awk -v t="$1" '$0 ~ "- name: "t"$" {f=1; next} f && /^  - name:/ {f=0} f && /pool:/ {print $2; exit}' "$work/host.yaml"; }
 pr_pool=$(pool_in code-interpreter); pr_pool=${pr_pool:-4}
-[ -n "$gv_why" ] || gv_pool=$(awk -v t="$gv_tpl" '$0 ~ "- name: "t"$" {f=1; next} f && /^  - name:/ {f=0} f && /pool:/ {print $2; exit}' "$work/host.yaml")
+gv_pool=$(pool_in "$gv_tpl"); gv_pool=${gv_pool:-2}
 
 SANDGATE_BUILD=$build SANDGATE_RUN_DIR=$run SANDGATE_PORT=0 SANDGATE_HOST_PORT=0 \
   SANDGATE_POLICY=$work/policy.yaml SANDGATE_HOST_CONFIG=$work/host.yaml \
@@ -616,7 +630,7 @@ if want 7; then
     row 7 "idle PSS per sandbox, $k sandbox(es): process" "${iso_pss_txt[process.$k]:-n/a}" "≤ 10 MiB" "$(check "${iso_pss[process.$k]}" le 10)"
     row 7 "… gvisor" "$(g "${iso_pss_txt[gvisor.$k]}")" "≤ 64 MiB" "$( [ -n "$gv_why" ] && echo n/a || check "${iso_pss[gvisor.$k]}" le 64)"
   done
-  notes+=("Scenario 7: each create waits until the template's pool is full again (the host's /metrics), so it takes a warm sandbox with no refill running; gvisor pool $gv_pool, process pool 4. Idle PSS: the Pss of every process in each sandbox's cgroup (/proc/PID/smaps_rollup), summed per sandbox, mean over the sandboxes; for gvisor that is the shim, the Sentry, the gofer and the ptrace stubs (one per address space inside), for process sandgate-init and the context. Pages mapped by several processes (the runsc binary, Python's libraries, the zygote's heap, the Sentry's memory file mapped by the Sentry and its stubs) are divided among the processes mapping them, so the sum over a machine's processes is its real use. Each sandbox ran x=1+1 once, then idled.")
+  notes+=("Scenario 7: each create waits until the template's pool is full again (the host's /metrics), so it takes a warm sandbox with no refill running; gvisor pool $gv_pool, process pool $pr_pool. Idle PSS: the Pss of every process in each sandbox's cgroup (/proc/PID/smaps_rollup), summed per sandbox, mean over the sandboxes; for gvisor that is the shim, the Sentry, the gofer and the ptrace stubs (one per address space inside), for process sandgate-init and the context. Pages mapped by several processes (the runsc binary, Python's libraries, the zygote's heap, the Sentry's memory file mapped by the Sentry and its stubs) are divided among the processes mapping them, so the sum over a machine's processes is its real use. Each sandbox ran x=1+1 once, then idled.")
 fi
 
 # ---- report -------------------------------------------------------------
