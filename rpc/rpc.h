@@ -213,6 +213,12 @@ rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *p
                        sg_err *err);
 void rpc_fwd_next(rpc_fwd *f);
 void rpc_fwd_cancel(rpc_fwd *f);
+/* A ref of the caller's own, taken where f is known alive (in on_message):
+ * it keeps f valid after on_done, where rpc_fwd_next and rpc_fwd_cancel do
+ * nothing, for a user whose own completions (a send to its client) may
+ * still call them. Release with rpc_fwd_unref. */
+void rpc_fwd_ref(rpc_fwd *f);
+void rpc_fwd_unref(rpc_fwd *f);
 
 /* ---- outgoing unary call: every op in one batch, one completion ---- */
 typedef struct rpc_unary_result {

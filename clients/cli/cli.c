@@ -20,7 +20,8 @@ static void usage(void)
             "  run ID CODE|- [--context C] [--timeout S] [--max-output N]\n"
             "  exec ID COMMAND [--timeout S]     exit status is the command's\n"
             "  write ID PATH FILE|-  |  read ID PATH\n"
-            "  demo                              an agent session: state, an error, truncation\n"
+            "  demo [--template T]               an agent session: state, an error, truncation,\n"
+            "                                    the kernel it ran under\n"
             "environment: SANDGATE_ADDR (127.0.0.1:7443), SANDGATE_API_KEY, SANDGATE_USER\n");
 }
 

@@ -33,6 +33,7 @@ int cli_run(cli_conn *c, const char *sandbox, const char *context, const char *c
             unsigned timeout, unsigned long long max_output, cli_run_result *res);
 int cli_exec(cli_conn *c, const char *sandbox, const char *command, unsigned timeout,
              cli_run_result *res);
-int cli_demo(cli_conn *c);
+/* The README's agent session on template_name. */
+int cli_demo(cli_conn *c, const char *template_name);
 
 #endif

@@ -194,7 +194,7 @@ int cli_dispatch(cli_conn *c, int argc, char **argv)
     if (strcmp(cmd, "list") == 0)
         return cmd_list(c);
     if (strcmp(cmd, "demo") == 0)
-        return cli_demo(c) ? 1 : 0;
+        return cli_demo(c, opt(argc, argv, "--template", "code-interpreter")) ? 1 : 0;
     if (argc < 2)
         return 2;
     if (!strcmp(cmd, "get") || !strcmp(cmd, "kill") || !strcmp(cmd, "extend"))

@@ -102,7 +102,8 @@ class Cluster:
         self.policy_path = os.path.join(tmp, "policy.yaml")
         with open(self.policy_path, "w") as f:
             f.write(policy_text)
-        self.host_config = host_config or os.path.join(sg.REPO, "deploy", "local", "host.yaml")
+        # deploy/local/host.yaml for this run's driver (drivers.py), not as shipped
+        self.host_config = host_config or sg.drivers.local_host_config(tmp)
         self.env = dict(os.environ, SANDGATE_POOL_SIZE=str(pool_size))
         tag = uuid.uuid4().hex[:6]
         self.hosts = [Host(self, "c%s%d" % (tag, i)) for i in range(n_hosts)]

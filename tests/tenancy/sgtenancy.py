@@ -25,6 +25,8 @@ import grpc
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RUN_SH = os.path.join(REPO, "deploy", "local", "run.sh")
 BUILD = os.environ.get("SANDGATE_BUILD", os.path.join(REPO, "build"))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+import drivers  # noqa: E402
 TEMPLATE = "code-interpreter"
 DETAILS_KEY = "grpc-status-details-bin"
 
@@ -112,6 +114,9 @@ class Daemons:
                  SANDGATE_POLICY=self.policy_path, SANDGATE_BUILD=BUILD)
         e.pop("SANDGATE_HOST_NAME", None)
         e.update(env or {})
+        if not (env or {}).get("SANDGATE_HOST_CONFIG"):
+            # deploy/local/host.yaml for this run's driver (drivers.py), not as shipped
+            e["SANDGATE_HOST_CONFIG"] = drivers.local_host_config(tmp, name=name + "-host.yaml")
         self.env = e
         self.addr = None
 

@@ -743,14 +743,19 @@ static int dispatch(relay *r, const shim_json *j)
     if (!is_ctx && strcmp(op, "exit") != 0 && is_proc_op != c->proc)
         return fatal(r, "agent: a start answer of the wrong kind");
     const char *errverb = is_ctx ? "CTXERR" : c->proc ? "PROCERR" : "EXECERR";
+    /* The first default context is answered by `activated`, never by a
+     * start answer; once running, a default the host opens again (CTX
+     * default after it died: the timeout ladder, RestartContext) is
+     * answered like any other context. */
+    bool first_default = is_ctx && strcmp(c->id, "default") == 0 && r->phase != RELAY_RUNNING;
     if (strcmp(op, "ctx") == 0 || strcmp(op, "exec") == 0 || strcmp(op, "proc") == 0) {
-        if (c->state != RELAY_PENDING || (is_ctx && strcmp(c->id, "default") == 0))
+        if (c->state != RELAY_PENDING || first_default)
             return fatal(r, "agent: a start answer out of turn");
         release(r, c, is_ctx ? "CTX" : c->proc ? "PROC" : "EXEC", nch);
         return 0;
     }
     if (strcmp(op, "ctxerr") == 0 || strcmp(op, "execerr") == 0 || strcmp(op, "procerr") == 0) {
-        if (c->state != RELAY_PENDING || (is_ctx && strcmp(c->id, "default") == 0))
+        if (c->state != RELAY_PENDING || first_default)
             return fatal(r, "agent: a start error out of turn");
         clean_msg(msg, sizeof msg, shim_json_str(j, "msg"));
         snprintf(m, sizeof m, "%s %s %s", errverb, c->id, msg);
