@@ -200,7 +200,7 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
         return SG_EINVAL;
     }
     static const char *const keys[] = {"listen", "policy", "audit_log", "threads", "tls", "hosts",
-                                       "metrics_listen", "registry", NULL};
+                                       "metrics_listen", "registry", "api_keys_file", NULL};
     ymap_check(&c.d, root, "", keys);
     out->listen = req_str(&c, root, "", "listen");
     if (out->listen)
@@ -211,6 +211,9 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
     char *pol = req_str(&c, root, "", "policy");
     out->policy_path = resolve(&c, pol);
     free(pol);
+    char *kf = opt_str(&c, root, "", "api_keys_file", NULL);
+    out->api_keys_path = resolve(&c, kf);
+    free(kf);
     char *audit = opt_str(&c, root, "", "audit_log", NULL);
     out->audit_log = resolve(&c, audit);
     free(audit);
@@ -237,6 +240,7 @@ int config_gateway_load(const char *path, config_gateway *out, policy_errors *er
 void config_gateway_cleanup(config_gateway *g)
 {
     registry_cleanup(&g->registry);
+    free(g->api_keys_path);
     free(g->listen);
     free(g->metrics_listen);
     free(g->policy_path);
@@ -408,10 +412,39 @@ static const char *endpoint_ok(const char *s)
     return NULL;
 }
 
+/* registry.tls: the files are read (and checked) when the client is made. */
+static void parse_registry_tls(cctx *c, const ynode *m, config_registry *r)
+{
+    if (y_is(&c->d, m, "registry.tls", YN_MAP) < 0)
+        return;
+    static const char *const keys[] = {"ca", "cert", "key", "server_name", NULL};
+    ymap_check(&c->d, m, "registry.tls", keys);
+    char *ca = req_str(c, m, "registry.tls", "ca");
+    char *cert = opt_str(c, m, "registry.tls", "cert", NULL);
+    char *key = opt_str(c, m, "registry.tls", "key", NULL);
+    r->tls_server_name = opt_str(c, m, "registry.tls", "server_name", NULL);
+    if (!cert != !key)
+        pol_err(&c->d, m, "registry.tls",
+                "'cert' and 'key' go together (etcd's client-cert auth needs both); "
+                "expected both or neither");
+    if (r->tls_server_name && (!r->tls_server_name[0] || strlen(r->tls_server_name) > 253 ||
+                               strpbrk(r->tls_server_name, " /\t")))
+        pol_err(&c->d, ymap_get(m, "server_name"), "registry.tls.server_name",
+                "'%s': expected a DNS name or IP address, at most 253 bytes",
+                r->tls_server_name);
+    r->tls_ca = resolve(c, ca);
+    r->tls_cert = resolve(c, cert);
+    r->tls_key = resolve(c, key);
+    free(ca);
+    free(cert);
+    free(key);
+}
+
 static void parse_registry(cctx *c, const ynode *m, config_registry *r, int is_host)
 {
-    static const char *const host_keys[] = {"etcd", "prefix", "lease_ttl", "advertise", NULL};
-    static const char *const gw_keys[] = {"etcd", "prefix", "lease_ttl", NULL};
+    static const char *const host_keys[] = {"etcd", "prefix", "lease_ttl", "advertise", "tls",
+                                            NULL};
+    static const char *const gw_keys[] = {"etcd", "prefix", "lease_ttl", "tls", NULL};
     if (y_is(&c->d, m, "registry", YN_MAP) < 0)
         return;
     ymap_check(&c->d, m, "registry", is_host ? host_keys : gw_keys);
@@ -434,6 +467,8 @@ static void parse_registry(cctx *c, const ynode *m, config_registry *r, int is_h
         if (r->advertise)
             check_addr(c, ymap_get(m, "advertise"), "registry.advertise", r->advertise);
     }
+    if (ymap_get(m, "tls"))
+        parse_registry_tls(c, ymap_get(m, "tls"), r);
 }
 
 static void registry_cleanup(config_registry *r)
@@ -443,6 +478,10 @@ static void registry_cleanup(config_registry *r)
     free(r->endpoints);
     free(r->prefix);
     free(r->advertise);
+    free(r->tls_ca);
+    free(r->tls_cert);
+    free(r->tls_key);
+    free(r->tls_server_name);
     memset(r, 0, sizeof *r);
 }
 

@@ -7,6 +7,9 @@
  *   listen: "127.0.0.1:7443"
  *   metrics_listen: "127.0.0.1:9443"  # optional: Prometheus /metrics over HTTP
  *   policy: "policy.yaml"          # relative paths are relative to this file
+ *   api_keys_file: keys.yaml       # optional: more API-key digests per tenant, kept
+ *                                  # out of the policy (policy/keys_file.c); reloaded
+ *                                  # with it
  *   audit_log: "audit.log"         # optional; "-" = stderr
  *   threads: 1                     # completion-queue threads
  *   tls:                           # optional: mTLS on the listener
@@ -16,6 +19,7 @@
  *   registry:                      # instead of hosts: the hosts that registered in
  *     etcd: ["10.0.0.1:2379"]      # etcd under <prefix>hosts/ (see the host file)
  *     prefix: /sandgate/
+ *     tls: {...}                   # as in the host file
  *   hosts:
  *     - name: local                # [a-z0-9]{1,16}, unique; part of sandbox ids
  *       address: "127.0.0.1:7444"
@@ -41,6 +45,12 @@
  *     lease_ttl: 5                 # seconds a silent host stays registered
  *     advertise: "10.0.0.9:7444"   # host only: the address gateways dial
  *                                  # (default: listen)
+ *     tls:                         # optional: TLS to every member (else plaintext)
+ *       ca: etcd-ca.pem            # required: the CA that signed the members' certs
+ *       cert: etcd-client.pem      # this daemon's client certificate and key, for
+ *       key: etcd-client.key       # etcd's --client-cert-auth (both or neither)
+ *       server_name: etcd.internal # the name the members' certificates carry, when
+ *                                  # it is not the endpoint's host
  *   templates:
  *     - name: code-interpreter
  *       python: /usr/bin/python3
@@ -86,6 +96,9 @@ typedef struct config_registry {
     char *prefix;              /* ends with '/' */
     uint32_t lease_ttl;        /* seconds */
     char *advertise;           /* host: the address gateways dial; NULL = listen */
+    /* TLS to etcd; tls_ca NULL = plaintext. Paths are absolute after load. */
+    char *tls_ca, *tls_cert, *tls_key;   /* cert and key: both or neither */
+    char *tls_server_name;               /* NULL = each endpoint's host */
 } config_registry;
 
 #define CONFIG_LEASE_TTL_DEFAULT 5
@@ -95,6 +108,7 @@ typedef struct config_gateway {
     char *listen;
     char *metrics_listen;  /* NULL = no metrics listener */
     char *policy_path;     /* absolute after load */
+    char *api_keys_path;   /* absolute after load; NULL = the policy's keys only */
     char *audit_log;       /* NULL = none */
     int threads;
     char *tls_cert, *tls_key, *tls_client_ca;   /* NULL when no TLS */

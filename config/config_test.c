@@ -123,6 +123,19 @@ static void test_defaults_and_paths(void **state)
     assert_string_equal(g.tls_cert, want);
     assert_string_equal(g.tls_key, "/k.pem");
     assert_null(g.tls_client_ca);
+    assert_null(g.registry.tls_ca);
+    config_gateway_cleanup(&g);
+
+    p = write_tmp("gr.yaml", "listen: \"127.0.0.1:1\"\npolicy: p.yaml\nregistry:\n"
+                             "  etcd: [\"e:2379\"]\n  tls: {ca: tls/ca.pem, cert: /c.pem, key: c.key,"
+                             " server_name: etcd.internal}\n");
+    assert_int_equal(config_gateway_load(p, &g, &errs), 0);
+    snprintf(want, sizeof want, "%s/tls/ca.pem", tmpdir);
+    assert_string_equal(g.registry.tls_ca, want);
+    assert_string_equal(g.registry.tls_cert, "/c.pem");
+    snprintf(want, sizeof want, "%s/c.key", tmpdir);
+    assert_string_equal(g.registry.tls_key, want);
+    assert_string_equal(g.registry.tls_server_name, "etcd.internal");
     config_gateway_cleanup(&g);
 
     p = write_tmp("hp.yaml", "listen: \"0.0.0.0:1\"\nname: h\ntemplates:\n"
@@ -200,7 +213,7 @@ static const golden goldens[] = {
     {"gateway: registry errors", "g3.yaml",
      "listen: \"127.0.0.1:1\"\npolicy: p.yaml\nhosts: [{name: a, address: \"a:1\"}]\n"
      "registry:\n  etcd: [\"http://e:2379\", \"e\"]\n  prefix: sg\n  lease_ttl: 1\n  advertise: \"a:1\"\n",
-     "g3.yaml:8:3: registry.advertise: unknown key 'advertise', expected one of: etcd, prefix, lease_ttl\n"
+     "g3.yaml:8:3: registry.advertise: unknown key 'advertise', expected one of: etcd, prefix, lease_ttl, tls\n"
      "g3.yaml:5:10: registry.etcd[0]: 'http://e:2379': expected host:port (no scheme) with a port from 1 to 65535\n"
      "g3.yaml:5:27: registry.etcd[1]: 'e': expected host:port (no scheme) with a port from 1 to 65535\n"
      "g3.yaml:6:11: registry.prefix: 'sg': expected a path that starts and ends with '/', at most 128 bytes\n"
@@ -217,9 +230,19 @@ static const golden goldens[] = {
      "h1.yaml:10:14: templates[0].contain: expected true or false, got 'maybe'\n", 1},
     {"host: registry errors", "h3.yaml",
      "listen: \"127.0.0.1:7444\"\nname: local\nregistry:\n  etcd: []\n  advertise: \"x\"\n  extra: 1\n",
-     "h3.yaml:6:3: registry.extra: unknown key 'extra', expected one of: etcd, prefix, lease_ttl, advertise\n"
+     "h3.yaml:6:3: registry.extra: unknown key 'extra', expected one of: etcd, prefix, lease_ttl, advertise, tls\n"
      "h3.yaml:4:9: registry.etcd: expected at least one endpoint\n"
      "h3.yaml:5:14: registry.advertise: bad address 'x', expected host:port with a port from 1 to 65535\n", 1},
+    {"host: registry.tls errors", "h6.yaml",
+     "listen: \"127.0.0.1:7444\"\nname: local\nregistry:\n  etcd: [\"e:2379\"]\n"
+     "  tls:\n    cert: c.pem\n    server_name: \"a b\"\n    crl: x\n",
+     "h6.yaml:8:5: registry.tls.crl: unknown key 'crl'; did you mean 'ca'?\n"
+     "h6.yaml:6:5: registry.tls: missing key 'ca'\n"
+     "h6.yaml:6:5: registry.tls: 'cert' and 'key' go together (etcd's client-cert auth needs both); expected both or neither\n"
+     "h6.yaml:7:18: registry.tls.server_name: 'a b': expected a DNS name or IP address, at most 253 bytes\n", 1},
+    {"gateway: registry.tls not a mapping", "g4.yaml",
+     "listen: \"127.0.0.1:1\"\npolicy: p.yaml\nregistry:\n  etcd: [\"e:2379\"]\n  tls: yes\n",
+     "g4.yaml:5:8: registry.tls: expected a mapping, got a scalar\n", 0},
     {"host: not a mapping", "h2.yaml", "- a\n", "h2.yaml:1:1: expected a mapping, got a list\n", 1},
     {"host: pool out of range or not a count", "h3.yaml",
      "listen: \"127.0.0.1:7444\"\nname: local\ntemplates:\n"

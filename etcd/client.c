@@ -3,12 +3,14 @@
  * next member. The keeper (keeper.c) and watch (watch.c) run on the same
  * thread: the loop wakes at least every ETCD_TICK_MS to let them act on
  * time, since C core has no timers of its own in the C API. */
+#define _GNU_SOURCE   /* strcasestr */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "etcd/internal.h"
 
 static const struct {
@@ -53,7 +55,7 @@ static void *loop_main(void *arg)
 }
 
 etcd_client *etcd_client_create(const char *const *endpoints, size_t n, double timeout_s,
-                                sg_err *err)
+                                const etcd_tls *tls, sg_err *err)
 {
     if (n == 0 || n > ETCD_MAX_ENDPOINTS) {
         sg_err_set(err, SG_EINVAL, "etcd: %zu endpoints; expected 1 to %d", n,
@@ -73,17 +75,28 @@ etcd_client *etcd_client_create(const char *const *endpoints, size_t n, double t
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&c->mu, &ma);
     pthread_mutexattr_destroy(&ma);
+    pthread_mutex_init(&c->log_mu, NULL);
+    grpc_channel_credentials *creds = NULL;
+    if (tls && !(creds = etcd_tls_creds(tls, err))) {
+        etcd_client_destroy(c);
+        return NULL;
+    }
+    c->tls = creds != NULL;
     for (size_t i = 0; i < n; i++) {
         char target[300];
         snprintf(target, sizeof target, "dns:///%s", endpoints[i]);
         c->endpoints[i] = strdup(endpoints[i]);
-        c->ch[i] = rpc_channel_create(target, NULL);
+        c->ch[i] = rpc_channel_create_tls(target, creds, tls ? tls->server_name : NULL);
         if (!c->ch[i]) {
+            if (creds)
+                grpc_channel_credentials_release(creds);
             sg_err_set(err, SG_EINTERNAL, "etcd: cannot make a channel to %s", endpoints[i]);
             etcd_client_destroy(c);
             return NULL;
         }
     }
+    if (creds)
+        grpc_channel_credentials_release(creds);   /* each channel holds its own ref */
     c->cq = grpc_completion_queue_create_for_next(NULL);
     if (pthread_create(&c->thread, NULL, loop_main, c) != 0) {
         sg_err_errno(err, SG_EINTERNAL, "etcd: pthread_create");
@@ -112,6 +125,7 @@ void etcd_client_destroy(etcd_client *c)
     for (size_t i = 0; i < c->n; i++)
         free(c->endpoints[i]);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->log_mu);
     free(c);
 }
 
@@ -129,10 +143,55 @@ typedef struct etcd_req {
 
 static int attempt(etcd_req *q, sg_err *err);
 
+/* What a member's failures look like in the log: once per new reason, and
+ * once when it answers again, so a member that refuses our certificate (or
+ * whose certificate we refuse) says so plainly without a line per call.
+ * why is grpc's text: for the log only, never for a client. */
+static void note_member(etcd_client *c, size_t ep, const char *why)
+{
+    char now[sizeof c->last_err[0]];
+    snprintf(now, sizeof now, "%s", why ? why : "");
+    pthread_mutex_lock(&c->log_mu);
+    int changed = strcmp(c->last_err[ep], now) != 0;
+    char was = c->last_err[ep][0];
+    memcpy(c->last_err[ep], now, sizeof now);
+    pthread_mutex_unlock(&c->log_mu);
+    if (!changed)
+        return;
+    if (!now[0]) {
+        if (was)
+            sg_log_info("etcd: member %s answers again", c->endpoints[ep]);
+        return;
+    }
+    int handshake = c->tls && (strcasestr(now, "handshake") || strcasestr(now, "ssl") ||
+                               strcasestr(now, "certificate") || strcasestr(now, "tls"));
+    /* With TLS 1.3 the member checks our certificate after the handshake:
+     * a refusal is a connection closed or reset at once, not an error. */
+    int closed = c->tls && !handshake && !strcasestr(now, "refused") &&
+                 (strcasestr(now, "reset") || strcasestr(now, "closed") ||
+                  strcasestr(now, "read failed") || strcasestr(now, "eof"));
+    if (handshake)
+        sg_log_error("etcd: member %s: TLS handshake failed, so no call reaches it (check "
+                     "registry.tls.ca and server_name against the member's certificate): %s",
+                     c->endpoints[ep], now);
+    else if (closed)
+        sg_log_error("etcd: member %s closed the TLS connection at once (a member that refuses "
+                     "our client certificate does this: check registry.tls.cert and key "
+                     "against its --trusted-ca-file): %s",
+                     c->endpoints[ep], now);
+    else
+        sg_log_warn("etcd: member %s does not answer: %s", c->endpoints[ep], now);
+}
+
 static void on_reply(void *arg, rpc_unary_result *r)
 {
     etcd_req *q = arg;
     etcd_client *c = q->c;
+    size_t ep = (q->first + q->tried - 1) % c->n;   /* the member this attempt asked */
+    if (r->code == GRPC_STATUS_UNAVAILABLE || r->code == GRPC_STATUS_DEADLINE_EXCEEDED)
+        note_member(c, ep, r->details && r->details[0] ? r->details : "no answer");
+    else if (!atomic_load(&c->stopping))
+        note_member(c, ep, "");
     if (r->code == GRPC_STATUS_OK && r->resp) {
         size_t len;
         uint8_t *buf = rpc_flatten(r->resp, &len);
@@ -148,7 +207,7 @@ static void on_reply(void *arg, rpc_unary_result *r)
                 q->tried < c->n && !atomic_load(&c->stopping);
     if (retry) {
         /* This member is out; later calls start at the next one. */
-        size_t bad = (q->first + q->tried - 1) % c->n;
+        size_t bad = ep;
         atomic_compare_exchange_strong(&c->current, &bad, (bad + 1) % c->n);
         sg_err e;
         if (attempt(q, &e) == 0)

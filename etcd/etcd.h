@@ -38,10 +38,21 @@ typedef enum {
     ETCD_N_METHODS
 } etcd_method;
 
+/* TLS to the members (file paths; tls.c). ca is required; cert and key,
+ * both or neither, answer etcd's --client-cert-auth; server_name (NULL =
+ * the endpoint's host) is the name the members' certificates must carry. */
+typedef struct etcd_tls {
+    const char *ca, *cert, *key, *server_name;
+} etcd_tls;
+
+/* Read and check the files as etcd_client_create would (--check-config). */
+int etcd_tls_check(const etcd_tls *tls, sg_err *err);
+
 /* endpoints: "host:port" (IPv4 or a name; no scheme). timeout_s bounds
- * each attempt of each call. */
+ * each attempt of each call. tls NULL: plaintext. A file that cannot be
+ * read or parsed, or a key that is not the certificate's, fails here. */
 etcd_client *etcd_client_create(const char *const *endpoints, size_t n, double timeout_s,
-                                sg_err *err);
+                                const etcd_tls *tls, sg_err *err);
 void etcd_client_destroy(etcd_client *c);
 
 /* done(arg, code, resp): code 0 or a negative SG_E* (SG_EUNAVAIL when no

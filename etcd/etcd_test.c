@@ -96,7 +96,7 @@ static int setup(void **state)
     rpc_runtime_init();
     const char *eps[MEMBERS] = {T.endpoint[0], T.endpoint[1], T.endpoint[2]};
     sg_err e;
-    T.c = etcd_client_create(eps, MEMBERS, 1.0, &e);
+    T.c = etcd_client_create(eps, MEMBERS, 1.0, NULL, &e);
     if (!T.c)
         return -1;
     for (int tries = 0; tries < 150; tries++) {   /* up to ~15 s for the first election */

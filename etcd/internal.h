@@ -26,7 +26,15 @@ struct etcd_client {
     pthread_mutex_t mu;                     /* guards keepers */
     etcd_keeper *keepers[ETCD_MAX_KEEPERS]; /* borrowed: each owned by its starter */
     etcd_watch *watches[ETCD_MAX_WATCHES];  /* borrowed, likewise */
+    int tls;                                /* the channels speak TLS */
+    /* Per member: the last failure logged, so a handshake that keeps
+     * failing is logged once (and again when it changes or recovers). */
+    pthread_mutex_t log_mu;
+    char last_err[ETCD_MAX_ENDPOINTS][160];
 };
+
+/* tls.c: grpc ssl credentials from the files (read and checked). */
+grpc_channel_credentials *etcd_tls_creds(const etcd_tls *t, sg_err *err);
 
 int64_t etcd_now_us(void);                  /* monotonic */
 void etcd_watches_tick(etcd_client *c);     /* watch.c, on the client's thread */

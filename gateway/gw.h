@@ -62,7 +62,8 @@ typedef struct gw_state {
 extern gw_state G;
 
 /* reload.c — keep-last-good policy */
-int gw_policy_load_initial(const char *path, sg_err *err);
+/* keys_path: the config's api_keys_file, NULL = none. */
+int gw_policy_load_initial(const char *path, const char *keys_path, sg_err *err);
 /* Validate the file in full and swap it in; on any error the live policy stays. */
 int gw_policy_reload(void);
 policy *gw_policy_acquire(void);   /* one ref; policy_unref when the call ends */

@@ -9,6 +9,7 @@
 
 #include "common/daemon.h"
 #include "common/log.h"
+#include "etcd/etcd.h"
 #include "gateway/gw.h"
 #include "rpc/health.h"
 #include "rpc/metrics_http.h"
@@ -118,7 +119,7 @@ int main(int argc, char **argv)
     }
     policy_errors_cleanup(&errs);
     sg_err err;
-    if (gw_policy_load_initial(G.cfg.policy_path, &err) != 0 ||
+    if (gw_policy_load_initial(G.cfg.policy_path, G.cfg.api_keys_path, &err) != 0 ||
         gw_audit_open(G.cfg.audit_log, &err) != 0) {
         sg_log_error("%s", err.msg);
         return 1;
@@ -139,10 +140,18 @@ int main(int argc, char **argv)
                 free(b);
             }
         }
+        const config_registry *rg = &G.cfg.registry;
+        etcd_tls tls = {rg->tls_ca, rg->tls_cert, rg->tls_key, rg->tls_server_name};
+        if (rg->tls_ca && etcd_tls_check(&tls, &err) != 0) {
+            sg_log_error("%s: %s", config, err.msg);
+            bad = 1;
+        }
         if (bad)
             return 1;
         sg_log_info("config %s: ok (%s)", config,
-                G.cfg.registry.n_endpoints ? "registry: etcd" : "registry: static hosts");
+                !rg->n_endpoints ? "registry: static hosts"
+                : rg->tls_ca     ? "registry: etcd over TLS"
+                                 : "registry: etcd");
         return 0;
     }
     rpc_runtime_init();

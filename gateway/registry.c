@@ -312,8 +312,9 @@ int gw_registry_start(sg_err *err)
     snprintf(R.prefix, sizeof R.prefix, "%shosts/", cfg->prefix);
     G.hosts = calloc(GW_MAX_HOSTS, sizeof *G.hosts);
     G.n_hosts = GW_MAX_HOSTS;   /* slots; empty ones are not `present` */
+    etcd_tls tls = {cfg->tls_ca, cfg->tls_cert, cfg->tls_key, cfg->tls_server_name};
     R.etcd = etcd_client_create((const char *const *)cfg->endpoints, cfg->n_endpoints,
-                                ETCD_CALL_TIMEOUT_S, err);
+                                ETCD_CALL_TIMEOUT_S, cfg->tls_ca ? &tls : NULL, err);
     if (!R.etcd)
         return -1;
     /* A first read now, so the gateway starts with the hosts it can know;

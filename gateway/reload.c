@@ -18,7 +18,13 @@
  * Without inotify (it failed to start) a 1 s stat poll stands in: it reloads
  * once the file's stat stood still for a whole period, then re-reads the
  * same way. The thread never holds live_mu while it
- * reads or parses, so serving threads never wait for it. */
+ * reads or parses, so serving threads never wait for it.
+ *
+ * With `api_keys_file` (a Secret beside the policy's ConfigMap) the keys
+ * file is one more input of the same load: both are watched the same way,
+ * both read until settled, and a change in either builds and validates a
+ * new policy from both (policy_load_buffers); an error in either keeps the
+ * last good pair. */
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
@@ -46,6 +52,7 @@
 static policy *live;
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 static const char *live_path;
+static const char *keys_path;   /* NULL: no keys file */
 /* Watch thread only: sha256 of the bytes last tried (loaded or rejected),
  * so an unrelated event in the directory does not reload the same bytes. */
 static char tried_hash[65];
@@ -65,24 +72,71 @@ static void log_errors(policy_errors *errs)
     policy_errors_cleanup(errs);
 }
 
-int gw_policy_load_initial(const char *path, sg_err *err)
+/* What tried_hash compares: the policy's bytes, and the keys file's. */
+static void inputs_hash(const char *buf, size_t len, const char *kbuf, size_t klen, char out[65])
+{
+    if (!keys_path) {
+        policy_hash_key(buf, len, out);
+        return;
+    }
+    char both[130];
+    policy_hash_key(buf, len, both);
+    policy_hash_key(kbuf, klen, both + 64);
+    policy_hash_key(both, 128, out);
+}
+
+/* Build from the bytes of both inputs; *out NULL on any error (logged). */
+static int load_bytes(const char *buf, size_t len, const char *kbuf, size_t klen, policy **out)
+{
+    policy_errors errs = {0};
+    int rc = keys_path ? policy_load_buffers(live_path, buf, len, keys_path, kbuf, klen, out, &errs)
+                       : policy_load_buffer(live_path, buf, len, out, &errs);
+    log_errors(&errs);
+    return rc;
+}
+
+static void log_loaded(const char *what, const policy *p, const char *kbuf, size_t klen)
+{
+    if (!keys_path) {
+        sg_log_info("policy %s%s, sha256 %s", what[0] ? live_path : "", what[0] ? what : "reloaded",
+                    policy_hash(p));
+        return;
+    }
+    char kh[65];
+    policy_hash_key(kbuf, klen, kh);
+    sg_log_info("policy %s%s, sha256 %s; API keys from %s, sha256 %s", what[0] ? live_path : "",
+                what[0] ? what : "reloaded", policy_hash(p), keys_path, kh);
+}
+
+int gw_policy_load_initial(const char *path, const char *keys, sg_err *err)
 {
     live_path = path;
-    char *buf = NULL;
-    size_t len = 0;
+    keys_path = keys;
+    char *buf = NULL, *kbuf = NULL;
+    size_t len = 0, klen = 0;
     sg_err rerr;
     if (policy_read_file(path, &buf, &len, &rerr) != 0) {
         sg_log_warn("policy: %s", rerr.msg);
         return sg_err_set(err, SG_EINVAL, "policy %s cannot be read (above); not starting", path);
     }
-    policy_errors errs = {0};
-    int rc = policy_load_buffer(path, buf, len, &live, &errs);
-    policy_hash_key(buf, len, tried_hash);
+    if (keys && policy_read_file(keys, &kbuf, &klen, &rerr) != 0) {
+        sg_log_warn("api_keys_file: %s", rerr.msg);
+        free(buf);
+        return sg_err_set(err, SG_EINVAL, "API keys file %s cannot be read (above); not starting",
+                          keys);
+    }
+    int rc = load_bytes(buf, len, kbuf, klen, &live);
+    inputs_hash(buf, len, kbuf, klen, tried_hash);
     free(buf);
-    log_errors(&errs);
-    if (rc != 0)
-        return sg_err_set(err, SG_EINVAL, "policy %s has errors (above); not starting", path);
-    sg_log_info("policy %s loaded, sha256 %s", path, policy_hash(live));
+    if (rc != 0) {
+        if (kbuf)
+            explicit_bzero(kbuf, klen);
+        free(kbuf);
+        return sg_err_set(err, SG_EINVAL, "policy %s%s%s has errors (above); not starting", path,
+                          keys ? " with API keys from " : "", keys ? keys : "");
+    }
+    log_loaded(" loaded", live, kbuf, klen);
+    free(kbuf);
     return 0;
 }
 
@@ -96,7 +150,7 @@ static void sleep_ms(int ms)
 /* The file's bytes once two reads RELOAD_REREAD_MS apart agree: a writer
  * still at it changes them between the reads. NULL when they never settle
  * (logged) or the file cannot be read (logged; e.g. mid-rename). */
-static char *read_settled(size_t *len)
+static char *read_settled(const char *path, size_t *len)
 {
     char *prev = NULL;
     size_t prev_len = 0;
@@ -104,7 +158,7 @@ static char *read_settled(size_t *len)
     for (int i = 0; i < RELOAD_READS_MAX; i++) {
         char *cur;
         size_t cur_len;
-        if (policy_read_file(live_path, &cur, &cur_len, &err) != 0) {
+        if (policy_read_file(path, &cur, &cur_len, &err) != 0) {
             free(prev);
             prev = NULL;   /* a swap in progress: start over */
         } else if (prev && cur_len == prev_len && memcmp(cur, prev, cur_len) == 0) {
@@ -124,24 +178,22 @@ static char *read_settled(size_t *len)
                 policy_hash(live));
     else
         sg_log_warn("policy %s kept changing for %d ms; not reloaded, "
-            "keeping sha256 %s", live_path, RELOAD_READS_MAX * RELOAD_REREAD_MS,
+            "keeping sha256 %s", path, RELOAD_READS_MAX * RELOAD_REREAD_MS,
                 policy_hash(live));
     return NULL;
 }
 
 /* Validate bytes in full and swap them in. force: even when they are the
  * bytes tried last (SIGHUP asks for it). */
-static int reload_bytes(const char *buf, size_t len, int force)
+static int reload_bytes(const char *buf, size_t len, const char *kbuf, size_t klen, int force)
 {
     char h[65];
-    policy_hash_key(buf, len, h);
+    inputs_hash(buf, len, kbuf, klen, h);
     if (!force && strcmp(h, tried_hash) == 0)
         return 0;
     memcpy(tried_hash, h, sizeof h);
     policy *p = NULL;
-    policy_errors errs = {0};
-    int rc = policy_load_buffer(live_path, buf, len, &p, &errs);
-    log_errors(&errs);
+    int rc = load_bytes(buf, len, kbuf, klen, &p);
     if (rc != 0) {
         sg_log_warn("policy reload rejected; keeping sha256 %s",
                 policy_hash(live));
@@ -152,7 +204,7 @@ static int reload_bytes(const char *buf, size_t len, int force)
     policy *old = live;
     live = p;
     pthread_mutex_unlock(&live_mu);
-    sg_log_info("policy reloaded, sha256 %s", policy_hash(p));
+    log_loaded("", p, kbuf, klen);
     gw_metrics_reload(1);
     policy_unref(old);   /* calls in flight keep their own refs */
     return 0;
@@ -160,12 +212,19 @@ static int reload_bytes(const char *buf, size_t len, int force)
 
 static int reload(int force)
 {
-    size_t len = 0;
-    char *buf = read_settled(&len);
+    size_t len = 0, klen = 0;
+    char *buf = read_settled(live_path, &len), *kbuf = NULL;
     if (!buf)
         return -1;
-    int rc = reload_bytes(buf, len, force);
+    if (keys_path && !(kbuf = read_settled(keys_path, &klen))) {
+        free(buf);
+        return -1;
+    }
+    int rc = reload_bytes(buf, len, kbuf, klen, force);
     free(buf);
+    if (kbuf)
+        explicit_bzero(kbuf, klen);
+    free(kbuf);
     return rc;
 }
 
@@ -177,17 +236,26 @@ int gw_policy_reload(void)
 /* (Re)add the watches: the path's directory, and its target's when the path
  * is a symlink into another one. Adding a watched directory again is a
  * no-op; a removed directory's watch goes by itself (IN_IGNORED). */
-static int add_watches(int in)
+static int add_watches_for(int in, const char *path)
 {
     char a[PATH_MAX], b[PATH_MAX];
-    snprintf(a, sizeof a, "%s", live_path);
+    snprintf(a, sizeof a, "%s", path);
     int n = inotify_add_watch(in, dirname(a), RELOAD_WATCH_MASK) >= 0;
-    if (realpath(live_path, b)) {
+    if (realpath(path, b)) {
         char *d = dirname(b);
-        snprintf(a, sizeof a, "%s", live_path);
+        snprintf(a, sizeof a, "%s", path);
         if (strcmp(d, dirname(a)) != 0)
             n += inotify_add_watch(in, d, RELOAD_WATCH_MASK) >= 0;
     }
+    return n;
+}
+
+/* Both inputs' watches; 0 when either has none left (then: the poll). */
+static int add_watches(int in)
+{
+    int n = add_watches_for(in, live_path);
+    if (keys_path && n)
+        n = add_watches_for(in, keys_path) ? n : 0;
     return n;
 }
 
@@ -206,16 +274,23 @@ static int drain(int in)
     return hit;
 }
 
-static int stat_changed(struct stat *last)
+static int stat_changed_one(const char *path, struct stat *last)
 {
     struct stat st;
-    if (stat(live_path, &st) != 0)
+    if (stat(path, &st) != 0)
         return 0;
     int changed = st.st_mtim.tv_sec != last->st_mtim.tv_sec ||
                   st.st_mtim.tv_nsec != last->st_mtim.tv_nsec || st.st_size != last->st_size ||
                   st.st_ino != last->st_ino;
     *last = st;
     return changed;
+}
+
+static int stat_changed(struct stat last[2])
+{
+    int a = stat_changed_one(live_path, &last[0]);
+    int b = keys_path && stat_changed_one(keys_path, &last[1]);
+    return a || b;
 }
 
 static void *watch_main(void *arg)
@@ -233,8 +308,8 @@ static void *watch_main(void *arg)
     if (in < 0)
         sg_log_warn("policy: no inotify watch on %s (%s); polling it every "
             "%d ms", live_path, strerror(errno), RELOAD_POLL_MS);
-    struct stat last = {0};
-    stat(live_path, &last);
+    struct stat last[2] = {{0}};
+    stat_changed(last);
     int pending = 0;   /* a change seen, waiting for RELOAD_QUIET_MS of quiet */
     for (;;) {
         struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN}, {.fd = in, .events = POLLIN}};
@@ -250,7 +325,7 @@ static void *watch_main(void *arg)
                 ;
             gw_policy_reload();
             pending = 0;
-            stat(live_path, &last);
+            stat_changed(last);
             if (in >= 0)
                 drain(in), add_watches(in);
             continue;
@@ -260,7 +335,7 @@ static void *watch_main(void *arg)
             continue;   /* the quiet period starts again */
         }
         if (in < 0) {   /* the poll: reload once the file stood still for a whole period */
-            if (stat_changed(&last))
+            if (stat_changed(last))
                 pending = 1;
             else if (pending) {
                 pending = 0;
@@ -276,7 +351,7 @@ static void *watch_main(void *arg)
             "every %d ms", live_path, RELOAD_POLL_MS);
                 close(in);
                 in = -1;
-                stat(live_path, &last);
+                stat_changed(last);
             }
         }
     }

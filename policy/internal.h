@@ -122,6 +122,8 @@ struct policy {
 
 /* validate.c: tree → policy (all checks). Returns 0 if no error. */
 int pol_build(policy *p, pol_diag *d, const ynode *root);
+/* keys_file.c: a keys file's tenant -> digests, added to a built policy. */
+int pol_add_key_file(policy *p, pol_diag *d, const ynode *root);
 
 /* lookups (load.c) */
 const pol_tenant *pol_tenant_find(const policy *p, const char *id);

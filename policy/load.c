@@ -82,8 +82,25 @@ int policy_read_file(const char *path, char **buf, size_t *len, sg_err *err)
     return 0;
 }
 
+static int build(const char *name, const char *yaml, size_t len, const char *keys_name,
+                 const char *keys, size_t keys_len, policy **out, policy_errors *errs,
+                 policy_errors *warns);
+
 int policy_lint_buffer(const char *name, const char *yaml, size_t len,
                        policy **out, policy_errors *errs, policy_errors *warns)
+{
+    return build(name, yaml, len, NULL, NULL, 0, out, errs, warns);
+}
+
+int policy_load_buffers(const char *name, const char *yaml, size_t len, const char *keys_name,
+                        const char *keys, size_t keys_len, policy **out, policy_errors *errs)
+{
+    return build(name, yaml, len, keys_name, keys, keys_len, out, errs, NULL);
+}
+
+static int build(const char *name, const char *yaml, size_t len, const char *keys_name,
+                 const char *keys, size_t keys_len, policy **out, policy_errors *errs,
+                 policy_errors *warns)
 {
     *out = NULL;
     policy *p = calloc(1, sizeof *p);
@@ -96,6 +113,15 @@ int policy_lint_buffer(const char *name, const char *yaml, size_t len,
     ynode *root = pol_parse(&p->arena, &d, yaml, len);
     if (d.n_errs == 0)
         pol_build(p, &d, root);
+    if (d.n_errs == 0 && keys_name) {
+        /* the keys file's digests join the tenants (keys_file.c); its
+         * errors name it, and any of them rejects the whole load */
+        pol_diag kd = {.file = keys_name, .errs = errs};
+        ynode *kroot = pol_parse(&p->arena, &kd, keys, keys_len);
+        if (kd.n_errs == 0)
+            pol_add_key_file(p, &kd, kroot);
+        d.n_errs += kd.n_errs;
+    }
     if (d.n_errs) {
         pol_arena_cleanup(&p->arena);
         free(p);

@@ -37,6 +37,11 @@ void policy_errors_cleanup(policy_errors *errs);
 int policy_load_file(const char *path, policy **out, policy_errors *errs);
 int policy_load_buffer(const char *name, const char *yaml, size_t len,
                        policy **out, policy_errors *errs);
+/* The same, with the API-key digests of a keys file (keys_name, keys:
+ * a mapping of tenant id to digests, policy/keys_file.c) added to the
+ * tenants'; an error in either rejects both. */
+int policy_load_buffers(const char *name, const char *yaml, size_t len, const char *keys_name,
+                        const char *keys, size_t keys_len, policy **out, policy_errors *errs);
 
 policy *policy_ref(policy *p);
 void policy_unref(policy *p);

@@ -223,6 +223,12 @@ static void *registered(grpc_channel *ch, const char *method)
 
 grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *creds)
 {
+    return rpc_channel_create_tls(target, creds, NULL);
+}
+
+grpc_channel *rpc_channel_create_tls(const char *target, grpc_channel_credentials *creds,
+                                     const char *server_name)
+{
     grpc_arg args[] = {
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
          .value.integer = RPC_MAX_MESSAGE},
@@ -239,8 +245,12 @@ grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *c
          .value.integer = 250},
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
          .value.integer = 1000},
+        /* The name the peer's certificate must carry (last: counted out when NULL). */
+        {.type = GRPC_ARG_STRING, .key = GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
+         .value.string = (char *)server_name},
     };
-    grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0], .args = args};
+    grpc_channel_args cargs = {.num_args = sizeof args / sizeof args[0] - !server_name,
+                               .args = args};
     grpc_channel_credentials *c = creds ? creds : grpc_insecure_credentials_create();
     grpc_channel *ch = grpc_channel_create(target, c, &cargs);
     if (!creds)

@@ -201,6 +201,9 @@ typedef struct rpc_fwd_cbs {
 } rpc_fwd_cbs;
 
 grpc_channel *rpc_channel_create(const char *target, grpc_channel_credentials *creds);
+/* The same with a TLS server-name override (NULL = the target's host). */
+grpc_channel *rpc_channel_create_tls(const char *target, grpc_channel_credentials *creds,
+                                     const char *server_name);
 /* parent may be NULL. Takes ownership of req. Completes on cq (a server's).
  * method must outlive the channel (a string literal): it is registered with
  * the channel on first use. */

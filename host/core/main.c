@@ -17,6 +17,7 @@
 
 #include "common/daemon.h"
 #include "common/log.h"
+#include "etcd/etcd.h"
 #include "host/core/admit.h"
 #include "host/contain/contain.h"
 #include "host/core/files.h"
@@ -157,11 +158,22 @@ static int check_config(const char *path, const char *name, const char *advertis
             rc = -1;
         }
     }
+    if (rc == 0 && c.registry.tls_ca) {
+        etcd_tls tls = {c.registry.tls_ca, c.registry.tls_cert, c.registry.tls_key,
+                        c.registry.tls_server_name};
+        sg_err terr;
+        if (etcd_tls_check(&tls, &terr) != 0) {
+            sg_log_error("%s: %s", path, terr.msg);
+            rc = -1;
+        }
+    }
     const char *adv = advertise ? advertise : c.registry.advertise ? c.registry.advertise : c.listen;
     if (rc == 0)
         sg_log_info("config %s: ok (host %s, %zu template(s), registry: %s%s)", path,
                 name ? name : c.name, c.n_templates,
-                c.registry.n_endpoints ? "etcd, advertise " : "none",
+                c.registry.n_endpoints ? c.registry.tls_ca ? "etcd over TLS, advertise "
+                                                      : "etcd, advertise "
+                                : "none",
                 c.registry.n_endpoints && adv ? adv : "");
     config_host_cleanup(&c);
     return rc == 0 ? 0 : 1;

@@ -459,8 +459,9 @@ int host_registry_start(const char *listen, sg_err *err)
         return 0;
     snprintf(R.key, sizeof R.key, "%shosts/%s", cfg->prefix, H.cfg.name);
     snprintf(R.address, sizeof R.address, "%s", cfg->advertise ? cfg->advertise : listen);
+    etcd_tls tls = {cfg->tls_ca, cfg->tls_cert, cfg->tls_key, cfg->tls_server_name};
     R.etcd = etcd_client_create((const char *const *)cfg->endpoints, cfg->n_endpoints,
-                                ETCD_CALL_TIMEOUT_S, err);
+                                ETCD_CALL_TIMEOUT_S, cfg->tls_ca ? &tls : NULL, err);
     if (!R.etcd)
         return -1;
     if (pthread_create(&R.thread, NULL, registry_main, NULL) != 0) {

@@ -5,7 +5,8 @@
 #     version, with no unknown field (deploy/k8s/check/validate.js);
 #  3. every config the manifests ship parses with the daemon that reads it,
 #     at the path the pod mounts it: `sandgate --check-config` (config,
-#     policy, TLS files; a throwaway certificate stands in for the Secret),
+#     policy, API-keys file, TLS files; a throwaway certificate and an empty
+#     keys file stand in for each Secret),
 #     `sandgate-host --check-config` with the --name/--advertise the
 #     entrypoint would pass, `sandgate-policy lint`, `sh -n` on the
 #     entrypoint.
@@ -42,11 +43,15 @@ for o in "$k8s"/overlays/*/; do
     wn=$(basename "$w")
     image=$(cat "$w/image")
     case "$image" in sandgate:*|*/sandgate:*) ;; *) continue ;; esac
-    # Secret mounts: a throwaway key pair where the pod would have tls.*
+    # Secret mounts: a throwaway key pair where the pod would have tls.*,
+    # and its certificate as the ca.crt a Secret with a CA carries
     while read -r mnt secret; do
       mkdir -p "$w$mnt"
       openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=sandgate -days 1 \
         -keyout "$w$mnt/tls.key" -out "$w$mnt/tls.crt" 2>/dev/null
+      cp "$w$mnt/tls.crt" "$w$mnt/ca.crt"
+      # and an API-keys file with no digest (the Secret sandgate-api-keys)
+      printf '{}\n' >"$w$mnt/api-keys.yaml"
     done <"$w/secrets"
     argv0=$(sed -n 1p "$w/argv")
     case "$argv0" in

@@ -364,6 +364,62 @@ class Shim:
         return Exec(self, id_, o, e)
 
 
+    def start_proc(self, id_, command, mode="p", rows=24, cols=80, timeout=30.0,
+             **extra):
+        """A background process (PROC): channels in, out[, err]. Returns a
+        Proc, or raises RuntimeError with the procerr's msg."""
+        nums = self.new_chans(3 if mode == "p" else 2)
+        msg = {"op": "proc", "id": id_, "mode": mode, "rows": rows,
+               "cols": cols, "command": command, "in": nums[0], "out": nums[1]}
+        if mode == "p":
+            msg["err"] = nums[2]
+        msg.update(extra)
+        self.send_control(msg)
+        self.wait(lambda: any(m.get("id") == id_ and m.get("op") in ("proc", "procerr")
+                              for m in self.control), timeout, "proc %s" % id_)
+        for i, m in enumerate(self.control):
+            if m.get("id") == id_ and m.get("op") in ("proc", "procerr"):
+                self.control.pop(i)
+                if m["op"] == "procerr":
+                    raise RuntimeError("procerr %s: %s" % (id_, m.get("msg")))
+                break
+        return Proc(self, id_, nums)
+
+
+class Proc:
+    """A background process: in (shim -> agent), out, err (mode p)."""
+
+    def __init__(self, shim, id_, nums):
+        self.shim, self.id = shim, id_
+        self.inp, self.out = nums[0], nums[1]
+        self.err = nums[2] if len(nums) > 2 else None
+
+    def write(self, data, timeout=30.0):
+        self.shim.send_data(self.inp, data, timeout)
+
+    def output(self):
+        return self.shim._chan(self.out).data()
+
+    def wait_output(self, needle, timeout=30.0):
+        self.shim.wait(lambda: needle in self.output(), timeout,
+                       "%r on %s's output" % (needle, self.id))
+
+    def signal(self, signo):
+        self.shim.send_control({"op": "sigproc", "id": self.id, "signal": signo})
+
+    def resize(self, rows, cols):
+        self.shim.send_control({"op": "resize", "id": self.id, "rows": rows,
+                                "cols": cols})
+
+    def wait(self, timeout=30.0):
+        """(code, signal) once it exited and its output channels ended."""
+        ex = self.shim.wait_op("exit", timeout, id=self.id)
+        for c in (self.out, self.err):
+            if c is not None:
+                self.shim.chan_closed(c, timeout)
+        return ex["code"], ex["signal"]
+
+
 class Exec:
     def __init__(self, shim, id_, out, err):
         self.shim, self.id, self.out, self.err = shim, id_, out, err

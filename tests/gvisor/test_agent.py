@@ -4,7 +4,9 @@ Owns: the agent's behaviour as the shim sees it (host/drivers/gvisor/
 PROTOCOL.md): ready, activate, contexts running the runtime's notebook,
 stdout/stderr split, interrupt, kill and ctxexit, exec and exit, several
 contexts, one channel flooding while others answer, egress connections,
-bad frames from the shim ending the agent. Run two ways:
+background processes (proc: pipes and PTYs, stdin, sigproc, resize, procerr,
+a stdin flood to one that never reads), bad frames from the shim ending the
+agent. Run two ways:
 
     test_agent.py direct   the agent as a plain process (no isolation)
     test_agent.py runsc    the agent as pid 1 of a real runsc container
@@ -296,6 +298,140 @@ class AgentCases:
         self.shim.send_control({"op": "killexec", "id": "nobody"})
         self.assertEqual(self.default.run("'still here'").text, "'still here'")
 
+    # -- background processes (proc) --
+    def test_proc_pipes_stdin_echo_and_term(self):
+        p = self.shim.start_proc("p-echo", "echo up; echo $FOO >&2; "
+                           "while read l; do echo got:$l; done")
+        p.wait_output(b"up\n")
+        p.write(b"one\ntwo\n")
+        p.wait_output(b"got:one\ngot:two\n")
+        p.write(b"three\n")
+        p.wait_output(b"got:three\n")
+        self.shim.wait(lambda: self.shim._chan(p.err).data() == b"bar\n", 10, "stderr")
+        with self.assertRaisesRegex(RuntimeError, "still running"):
+            self.shim.start_proc("p-echo", "true")
+        p.signal(15)
+        self.assertEqual(p.wait(), (-1, 15))
+        self.assertEqual(p.output(), b"up\ngot:one\ngot:two\ngot:three\n")
+        # The process is gone: its stdin channel ends from the agent's side
+        # (once the shim closes it, or a write finds no reader).
+        self.shim.close_chan(p.inp)
+        self.shim.chan_closed(p.inp, 10)
+
+    def test_proc_stdin_eof_and_exit_code(self):
+        p = self.shim.start_proc("p-cat", "cat; echo eof >&2; exit 4")
+        p.write(b"x" * 300000)   # more than one window: acknowledged as cat takes it
+        self.shim.close_chan(p.inp)
+        self.assertEqual(p.wait(), (4, 0))
+        self.assertEqual(p.output(), b"x" * 300000)
+        self.assertEqual(self.shim._chan(p.err).data(), b"eof\n")
+        self.shim.chan_closed(p.inp, 10)
+        self.assertLessEqual(self.shim._chan(p.out).max_unacked, am.WINDOW)
+
+    def test_pty_sh_answers_typed_input_and_resize(self):
+        p = self.shim.start_proc("p-pty", "sh", mode="t", rows=30, cols=100)
+        p.write(b"stty size; echo T=$TERM; tty >/dev/null && echo is-a-tty\n")
+        p.wait_output(b"30 100")
+        p.wait_output(b"T=xterm-256color")
+        p.wait_output(b"is-a-tty")
+        # SIGWINCH reaches the foreground job; stty sees the new size.
+        p.write(b"trap 'echo winched' WINCH\n")
+        time.sleep(0.3)
+        p.resize(45, 132)
+        p.wait_output(b"winched")
+        p.write(b"stty size\n")
+        p.wait_output(b"45 132")
+        # ^C at the terminal interrupts the foreground command, not sh.
+        p.write(b"sleep 30\n")
+        time.sleep(0.5)
+        p.write(b"\x03")
+        p.write(b"echo after-int\n")
+        p.wait_output(b"after-int\r\n", 10)
+        p.write(b"exit 7\n")
+        self.assertEqual(p.wait(), (7, 0))
+        # The PTY's input ends with it.
+        self.shim.chan_closed(p.inp, 10)
+
+    def test_pty_signalled(self):
+        p = self.shim.start_proc("p-pty-term", "echo ready; exec sleep 60", mode="t")
+        p.wait_output(b"ready")
+        p.signal(15)
+        self.assertEqual(p.wait(), (-1, 15))
+
+    def test_proc_bad_input_gets_procerr(self):
+        bad = [({"mode": "x"}, "mode"),
+               ({"mode": "t", "rows": 0}, "rows"),
+               ({"mode": "t", "cols": 1001}, "cols"),
+               ({"mode": "t", "rows": "24"}, "rows"),
+               ({"command": 7}, "command"),
+               ({"command": "a\0b"}, "command"),
+               ({"in": 2}, "channel")]
+        for i, (fields, word) in enumerate(bad):
+            with self.subTest(fields):
+                mode = fields.pop("mode", "p")
+                command = fields.pop("command", "true")
+                with self.assertRaisesRegex(RuntimeError, word):
+                    self.shim.start_proc("p-bad%d" % i, command, mode=mode, **fields)
+        # Bad signal and resize values, an unknown id, a resize of a pipe
+        # process: ignored; the agent goes on.
+        p = self.shim.start_proc("p-ok", "read x; echo got $x")
+        self.shim.send_control({"op": "sigproc", "id": "p-ok", "signal": 0})
+        self.shim.send_control({"op": "sigproc", "id": "p-ok", "signal": 65})
+        self.shim.send_control({"op": "sigproc", "id": "nobody", "signal": 9})
+        self.shim.send_control({"op": "resize", "id": "p-ok", "rows": 0, "cols": 5})
+        p.resize(10, 10)
+        p.write(b"fine\n")
+        self.assertEqual(p.wait(), (0, 0))
+        self.assertEqual(p.output(), b"got fine\n")
+        self.assertEqual(self.default.run("'still here'").text, "'still here'")
+
+    def test_proc_killexec(self):
+        p = self.shim.start_proc("p-kill", "sleep 60 & sleep 60", mode="t")
+        time.sleep(0.2)
+        self.shim.send_control({"op": "killexec", "id": "p-kill"})
+        self.assertEqual(p.wait(), (-1, 9))
+
+    def test_stdin_flood_to_a_process_that_never_reads(self):
+        p = self.shim.start_proc("p-deaf", "echo deaf; sleep 600")
+        p.wait_output(b"deaf")
+        errors = []
+        sent = []
+
+        def flood():
+            # 8 MiB for a process that never reads: the window stops the
+            # sender; the agent holds at most one window of it.
+            try:
+                for _ in range(128):
+                    self.shim.send_data(p.inp, b"i" * 65536, timeout=60,
+                                        stop_on_close=True)
+                    sent.append(1)
+            except Exception as e:   # the process is killed meanwhile
+                errors.append(e)
+        t = threading.Thread(target=flood, daemon=True)
+        t.start()
+        ch = self.shim._chan(p.inp)
+        self.shim.wait(lambda: ch.inflight > am.WINDOW - 65536, 30, "the window filled")
+        t0 = time.monotonic()
+        self.assertEqual(self.default.run("6 * 7").text, "42")
+        q = self.shim.start_proc("p-calm", "cat")
+        q.write(b"still answering\n")
+        q.wait_output(b"still answering\n", 10)
+        self.shim.close_chan(q.inp)
+        self.assertEqual(q.wait(), (0, 0))
+        self.assertLess(time.monotonic() - t0, 10)
+        # Stuck: nothing more was taken (a pipe's worth and one window at most).
+        n = len(sent)
+        time.sleep(0.5)
+        self.assertEqual(len(sent), n)
+        self.assertLess(n * 65536, 64 * 1024 + am.WINDOW + 65536 * 2)
+        self.shim.send_control({"op": "killexec", "id": "p-deaf"})
+        self.assertEqual(p.wait(), (-1, 9))
+        # The dead reader: the agent drops what it held, acknowledges it
+        # and ends the stdin channel, so the sender is not left waiting.
+        self.shim.chan_closed(p.inp, 10)
+        t.join(60)
+        self.assertFalse(t.is_alive())
+
 
 class FatalCases:
     """Frames the shim must never send: the agent says why (log) and ends."""
@@ -375,12 +511,17 @@ class FatalCases:
             pid2 = int(c.run("import os; os.getpid()").text)
             e = shim.exec("bg", "sleep 600 & sleep 600")
             del e
+            pp = shim.start_proc("pbg", "echo $$; sleep 600 & sleep 600")
+            pt = shim.start_proc("ptbg", "echo $$; sleep 600", mode="t")
+            pp.wait_output(b"\n")
+            pt.wait_output(b"\n")
+            ppids = [int(x.output().split()[0]) for x in (pp, pt)]
             shim.proc.stdin.close()
             self.assertTrue(shim.wait_eof(30))
             self.assertEqual(shim.proc.wait(30), 0)
             if MODE == "direct":
                 time.sleep(0.2)
-                for p in (pid, pid2):
+                for p in [pid, pid2] + ppids:
                     self.assertFalse(os.path.exists("/proc/%d" % p), p)
         finally:
             shim.close()

@@ -30,22 +30,33 @@ def wait(pred, what, timeout=10):
 
 
 class Etcd:
-    """One etcd member; start() again reuses its data dir."""
+    """One etcd member; start() again reuses its data dir.
 
-    def __init__(self, tmp):
+    tls: None (plaintext), or a dict of PEM paths {ca, cert, key} for the
+    member's client port with client-certificate auth on (--client-cert-auth:
+    a client needs a certificate signed by ca) and {client_cert, client_key}
+    for etcdctl."""
+
+    def __init__(self, tmp, tls=None):
         self.tmp = tmp
+        self.tls = tls
         self.ep = "127.0.0.1:%d" % free_port()
         self.peer = free_port()
         self.proc = None
 
     def start(self):
         log = open(os.path.join(self.tmp, "etcd.log"), "a")
+        scheme = "https://" if self.tls else "http://"
+        tls = []
+        if self.tls:
+            tls = ["--cert-file", self.tls["cert"], "--key-file", self.tls["key"],
+                   "--trusted-ca-file", self.tls["ca"], "--client-cert-auth"]
         self.proc = subprocess.Popen(
             ["etcd", "--name", "r0", "--data-dir", os.path.join(self.tmp, "etcd"),
-             "--listen-client-urls", "http://" + self.ep, "--advertise-client-urls",
-             "http://" + self.ep, "--listen-peer-urls", "http://127.0.0.1:%d" % self.peer,
+             "--listen-client-urls", scheme + self.ep, "--advertise-client-urls",
+             scheme + self.ep, "--listen-peer-urls", "http://127.0.0.1:%d" % self.peer,
              "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % self.peer,
-             "--initial-cluster", "r0=http://127.0.0.1:%d" % self.peer],
+             "--initial-cluster", "r0=http://127.0.0.1:%d" % self.peer] + tls,
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
         wait(lambda: self.ctl("put", "/ready", "1").returncode == 0, "etcd to start", 20)
@@ -57,8 +68,12 @@ class Etcd:
         self.proc = None
 
     def ctl(self, *args):
+        tls = []
+        if self.tls:
+            tls = ["--cacert=" + self.tls["ca"], "--cert=" + self.tls["client_cert"],
+                   "--key=" + self.tls["client_key"]]
         return subprocess.run(["etcdctl", "--endpoints=" + self.ep, "--command-timeout=2s"] +
-                              list(args), env=dict(os.environ, ETCDCTL_API="3"),
+                              tls + list(args), env=dict(os.environ, ETCDCTL_API="3"),
                               capture_output=True, text=True, timeout=10)
 
 
@@ -75,13 +90,13 @@ class Fleet:
         f.host("ha"); f.gateway("g1")   # -> "127.0.0.1:port"
     """
 
-    def __init__(self, tmp, etcd, policy_text, lease_ttl=2, pool="1"):
+    def __init__(self, tmp, etcd, policy_text, lease_ttl=2, pool="1", registry_tls=None):
         import uuid
         self.tmp, self.etcd, self.pool = tmp, etcd, pool
         self.prefix = "/sgtest-%s/" % uuid.uuid4().hex[:8]
         self.hosts, self.gateways, self.addrs = {}, {}, {}
         self.killed = set()   # hosts killed -9: their sandboxes' cgroups outlive them
-        reg = "registry:\n  etcd: [\"%s\"]\n  prefix: %s\n" % (etcd.ep, self.prefix)
+        reg = self.registry_yaml(registry_tls)
         self.policy = os.path.join(tmp, "policy.yaml")
         with open(self.policy, "w") as f:
             f.write(policy_text)
@@ -89,10 +104,33 @@ class Fleet:
             self.host_yaml = os.path.join(tmp, "host.yaml")
             with open(self.host_yaml, "w") as out:
                 out.write(f.read() + reg + "  lease_ttl: %d\n" % lease_ttl)
+        self.lease_ttl = lease_ttl
         self.gw_yaml = os.path.join(tmp, "gateway.yaml")
         with open(self.gw_yaml, "w") as f:
             f.write("listen: \"127.0.0.1:1\"\npolicy: \"%s\"\naudit_log: \"%s\"\n%s" % (
                 self.policy, os.path.join(tmp, "audit.log"), reg))
+
+    def registry_yaml(self, tls=None):
+        """The `registry:` section every daemon of this fleet shares; tls: a
+        dict for registry.tls (ca, cert, key, server_name), None = plaintext."""
+        reg = "registry:\n  etcd: [\"%s\"]\n  prefix: %s\n" % (self.etcd.ep, self.prefix)
+        if tls:
+            reg += "  tls:\n" + "".join("    %s: \"%s\"\n" % kv for kv in sorted(tls.items()))
+        return reg
+
+    def config(self, name, registry_tls, host=False):
+        """A config like the fleet's own but with its own registry.tls
+        (a daemon that should fail to reach etcd); returns its path."""
+        base = self.host_yaml if host else self.gw_yaml
+        with open(base) as f:
+            text = f.read()
+        text = text[:text.index("registry:\n")] + self.registry_yaml(registry_tls)
+        if host:
+            text += "  lease_ttl: %d\n" % self.lease_ttl
+        path = os.path.join(self.tmp, name + ".yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
 
     def log(self, name):
         with open(os.path.join(self.tmp, name + ".log")) as f:
@@ -105,14 +143,14 @@ class Fleet:
         log.close()
         return p
 
-    def host(self, name, wait_registered=True):
+    def host(self, name, wait_registered=True, config=None):
         d = os.path.join(self.tmp, name)
         os.makedirs(os.path.join(d, "rt"), exist_ok=True)
         pf = os.path.join(d, "port")
         if os.path.exists(pf):
             os.unlink(pf)
         p = self._spawn(name, [os.path.join(BUILD, "bin", "sandgate-host"), "--config",
-                               self.host_yaml, "--listen", "127.0.0.1:%d" % free_port(),
+                               config or self.host_yaml, "--listen", "127.0.0.1:%d" % free_port(),
                                "--name", name, "--runtime-dir", os.path.join(d, "rt"),
                                "--state-dir", os.path.join(d, "state"), "--port-file", pf],
                         {"SANDGATE_POOL_SIZE": self.pool})
@@ -125,9 +163,10 @@ class Fleet:
                  "host %s to register" % name, 30)
         return p
 
-    def gateway(self, name):
+    def gateway(self, name, config=None):
         pf = os.path.join(self.tmp, name + ".port")
-        p = self._spawn(name, [os.path.join(BUILD, "bin", "sandgate"), "--config", self.gw_yaml,
+        p = self._spawn(name, [os.path.join(BUILD, "bin", "sandgate"), "--config",
+                               config or self.gw_yaml,
                                "--listen", "127.0.0.1:0", "--port-file", pf])
         self.gateways[name] = p
         wait(lambda: os.path.exists(pf) or p.poll() is not None, "gateway %s" % name, 15)

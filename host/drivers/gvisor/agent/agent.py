@@ -4,7 +4,7 @@ Owns: start-up (the mux moved off fds 0/1, the template's modules
 preloaded, the default context forked and warmed, `ready`), the one poll
 loop over the mux, the channels, the children's exits and the egress
 listener, and the control messages (activate, ctx, int, killctx, exec,
-killexec; ready, ctxexit, exit, egress, log). The frame format is mux.py's,
+killexec, proc, sigproc, resize; ready, ctxexit, exit, egress, log). The frame format is mux.py's,
 one channel's relaying and windows channel.py's, forking and reaping
 children.py's; a context itself is host/runtime's (context.py), imported,
 not copied.
@@ -37,7 +37,7 @@ import struct  # noqa: E402
 import time  # noqa: E402
 
 import mux  # noqa: E402
-from channel import HUP, PIPE, SOCK, STREAM, Channel  # noqa: E402
+from channel import HUP, IN, PIPE, SOCK, STREAM, Channel  # noqa: E402
 import children  # noqa: E402
 from children import Children, Refused, check_id  # noqa: E402
 
@@ -114,6 +114,7 @@ class Agent:
         self.held_dead = False          # the default context died before activate
         self.listener = None            # egress (owned)
         self.egress_conns = 0
+        self.pty_out = {}               # proc id -> its PTY's output Channel (borrowed)
         self._ack_deadline = None
         self._log_tokens = float(LOG_BURST)
         self._log_time = time.monotonic()
@@ -212,7 +213,9 @@ class Agent:
                     ch = by_fd.get(fd)
                     if ch is None or self.chans.get(ch.num) is not ch:
                         continue   # replaced or ended earlier in this batch
-                    if rev & select.POLLOUT:
+                    # POLLERR alone: a pipe with no reader left (a process
+                    # that died with its stdin unread); the write says EPIPE.
+                    if rev & (select.POLLOUT | select.POLLERR) and ch.want_write():
                         ch.on_writable()
                     if rev & (select.POLLIN | HUP) and ch.want_read():
                         ch.on_readable(rev)
@@ -221,8 +224,15 @@ class Agent:
             self._write_out()
 
     def _retire(self):
+        # Twice: a PTY's output ending ends its input channel too.
+        self._retire_once()
+        self._retire_once()
+
+    def _retire_once(self):
         for num in [n for n, ch in self.chans.items() if ch.done]:
             ch = self.chans.pop(num)
+            if ch.partner is not None:
+                ch.partner.end_input()
             if ch.ack_pending:
                 self.emit(mux.window(num, ch.ack_pending))
             ch.close()
@@ -275,6 +285,9 @@ class Agent:
                 self.send_control({"op": "ctxexit", "id": c.id,
                                    "code": code, "signal": sig})
             else:
+                out = self.pty_out.pop(c.id, None)
+                if out is not None and self.chans.get(out.num) is out:
+                    out.hangup()
                 self.send_control({"op": "exit", "id": c.id,
                                    "code": code, "signal": sig})
 
@@ -334,7 +347,9 @@ class Agent:
         op = msg["op"]
         handler = {"activate": self._op_activate, "ctx": self._op_ctx,
                    "int": self._op_int, "killctx": self._op_killctx,
-                   "exec": self._op_exec, "killexec": self._op_killexec}.get(op)
+                   "exec": self._op_exec, "killexec": self._op_killexec,
+                   "proc": self._op_proc, "sigproc": self._op_sigproc,
+                   "resize": self._op_resize}.get(op)
         if handler is None:
             raise mux.MuxError("unknown op %r" % op[:64])
         if op != "activate":
@@ -453,6 +468,62 @@ class Agent:
         self.chans[nums[0]] = Channel(nums[0], PIPE, out_r, self.emit, self.log)
         self.chans[nums[1]] = Channel(nums[1], PIPE, err_r, self.emit, self.log)
         self.send_control({"op": "exec", "id": id_})
+
+    def _op_proc(self, msg):
+        """A background process (PROC): mode p (pipes: in, out, err
+        channels) or t (a PTY: in, out). Every field is checked here too,
+        whatever the shim checked: a bad one is a procerr naming it."""
+        id_ = msg["id"]
+        mode = msg.get("mode")
+        names = ("in", "out", "err") if mode == "p" else ("in", "out")
+        nums = self._new_chans(msg, names) if mode in ("p", "t") else None
+        command = msg.get("command")
+        rows, cols = msg.get("rows"), msg.get("cols")
+        err = None
+        if mode not in ("p", "t"):
+            err = "mode: p or t expected"
+        elif nums is None:
+            err = "%s: new channel numbers expected" % ", ".join(names)
+        elif mode == "t" and not all(type(v) is int and 1 <= v <= children.PTY_DIM_MAX
+                                     for v in (rows, cols)):
+            err = "rows, cols: 1..%d expected" % children.PTY_DIM_MAX
+        elif not isinstance(command, str) or "\0" in command:
+            err = "command: a string without NUL expected"
+        elif not self.activated:
+            err = "not activated"
+        if err is None:
+            try:
+                _, fds = self.children.start_proc(id_, mode, rows, cols,
+                                                  command, self.env)
+            except Refused as e:
+                err = str(e)
+            except OSError as e:
+                err = os.strerror(e.errno or errno.EIO)
+        if err is not None:
+            return self.send_control({"op": "procerr", "id": id_, "msg": err})
+        self.chans[nums[0]] = Channel(nums[0], IN, fds[0], self.emit, self.log)
+        for num, fd in zip(nums[1:], fds[1:]):
+            self.chans[num] = Channel(num, PIPE, fd, self.emit, self.log)
+        if mode == "t":
+            # The PTY hung up (every slave closed): its input channel ends
+            # with its output, not when the host gets round to closing it.
+            self.chans[nums[1]].partner = self.chans[nums[0]]
+            self.pty_out[id_] = self.chans[nums[1]]
+        self.send_control({"op": "proc", "id": id_})
+
+    def _op_sigproc(self, msg):
+        sig = msg.get("signal")
+        if type(sig) is not int or not 1 <= sig <= 64:
+            self.log("sigproc %s: signal %r out of range; ignored" % (msg["id"], sig))
+            return
+        self.children.signal(self.children.exec, msg["id"], sig, True)
+
+    def _op_resize(self, msg):
+        rows, cols = msg.get("rows"), msg.get("cols")
+        if not all(type(v) is int and 1 <= v <= children.PTY_DIM_MAX for v in (rows, cols)):
+            self.log("resize %s: rows/cols out of range; ignored" % msg["id"])
+            return
+        self.children.resize(msg["id"], rows, cols)
 
     def _op_int(self, msg):
         self.children.signal(self.children.ctx, msg["id"], signal.SIGINT, False)

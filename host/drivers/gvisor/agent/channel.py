@@ -11,6 +11,12 @@ kinds of fd:
 - SOCK: a context's SOCK_SEQPACKET socket, both ways; one M is one message.
 - PIPE: the read end of a context's or exec's stdout / stderr pipe.
 - STREAM: an accepted egress TCP connection, both ways.
+- IN: the write end of a background process's stdin (a pipe, or a dup of
+  its PTY's master): shim -> agent only. What the shim sends is written as
+  it is; the shim's C closes the fd (EOF on a pipe; on a PTY it only stops
+  the writing: ^D is the host's to send). The agent's C on an IN channel
+  means "I take nothing more" (the fd is closed or broken: the process
+  closed its stdin); it is sent once, when that happens.
 
 The bytes are not interpreted: whatever a context writes, within one
 message of at most PAYLOAD_MAX bytes, is forwarded as it is. A message
@@ -27,7 +33,7 @@ import socket
 
 import mux
 
-SOCK, PIPE, STREAM = "sock", "pipe", "stream"
+SOCK, PIPE, STREAM, IN = "sock", "pipe", "stream", "in"
 
 _GONE = (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ESHUTDOWN,
          errno.ECONNABORTED, errno.ETIMEDOUT, errno.EBADF)
@@ -51,8 +57,11 @@ class Channel:
         self._emit = emit   # borrowed: emit(frame bytes) queues for the shim
         self._log = log     # borrowed: log(text) for the host's log
         self.held = False   # the default context before activate: not read
+        self.partner = None  # borrowed: a PTY's IN channel, ended with this one
+        self._hup = False    # PTY: the process is gone; what is queued is the last
         # agent -> shim
-        self.reading = True
+        self.reading = kind != IN
+        self._sent_close = False   # IN: our C (nothing more taken) went out
         self.inflight = 0   # bytes sent in M and not yet acknowledged by W
         # shim -> agent
         self.writing = kind != PIPE
@@ -65,6 +74,8 @@ class Channel:
 
     # -- what the poll loop asks --
     def want_read(self):
+        if self.kind == IN:
+            return False
         if not self.reading or self.held:
             return False
         # A socket message is read whole: leave room for the largest.
@@ -111,11 +122,34 @@ class Channel:
         elif not self._wq:
             self._shutdown_write()
 
+    def end_input(self):
+        """IN: the process is gone (its PTY hung up): take nothing more."""
+        if self.kind == IN and self.writing:
+            self._drop_writes()
+            self._in_done()
+
     def on_ack(self, n):
         if n > self.inflight:
             raise mux.MuxError("channel %d: W of %d with %d in flight"
                                % (self.num, n, self.inflight))
         self.inflight -= n
+        if self._hup:
+            self._drain_hup()
+
+    def hangup(self):
+        """PIPE on a PTY master: its process was reaped. Linux says EIO
+        once every slave fd is closed; gVisor's master never does (it
+        reads EAGAIN forever). So what the master holds now is read out,
+        as the window allows, and then the channel ends."""
+        self._hup = True
+        self._drain_hup()
+
+    def _drain_hup(self):
+        while self.reading and self.want_read():
+            if self._read_bytes() == "again":
+                self._end_read()
+                self._close_fd()
+                return
 
     def on_writable(self):
         """Write queued data until the fd would block."""
@@ -125,6 +159,8 @@ class Channel:
                 if self.kind == SOCK:
                     self._obj.send(data)
                     n = len(data)
+                elif self.kind == IN:
+                    n = os.write(self.fd, data)
                 else:
                     n = self._obj.send(data)
             except OSError as e:
@@ -190,7 +226,7 @@ class Channel:
                 data = self._obj.recv(room)
         except OSError as e:
             if e.errno in _AGAIN:
-                return
+                return "again"
             data = b""
             if self.kind == STREAM:
                 # A reset connection: nothing more either way.
@@ -214,6 +250,9 @@ class Channel:
     # -- ending --
     def _shutdown_write(self):
         self.writing = False
+        if self.kind == IN:
+            self._in_done()
+            return
         try:
             self._obj.shutdown(socket.SHUT_WR)
         except OSError:
@@ -223,6 +262,15 @@ class Channel:
         self._drop_writes()
         if self.kind == STREAM:
             self._end_read()
+        elif self.kind == IN:
+            self._in_done()   # EPIPE: nobody reads the process's stdin
+
+    def _in_done(self):
+        """IN: close the fd (EOF for the process) and say so, once."""
+        self._close_fd()
+        if not self._sent_close:
+            self._sent_close = True
+            self._emit(mux.frame(mux.C, self.num))
 
     def _drop_writes(self):
         """The fd takes nothing more: acknowledge what is queued (the shim

@@ -4,19 +4,25 @@ Owns: forking a context (a fork of the preloaded agent that becomes
 host/runtime/context.py on a SOCK_SEQPACKET socketpair and two pipes, in
 its own process group, with the sandbox's environment), spawning an exec
 child (/bin/sh -c in its own group, stdin /dev/null, the workdir, the
-sandbox's environment), the id tables, INT / KILL by id, and reaping every
+sandbox's environment), starting a background process (PROC: stdin a
+pipe, or a PTY that is the process's controlling terminal), the id tables, INT / KILL by id, and reaping every
 process that ends (the agent is pid 1: orphans come to it). What goes over
 the mux is agent.py's; the fds handed back here become channels there.
 """
 
+import fcntl
 import os
 import signal
 import socket
+import struct
+import termios
 
 ID_MAX = 128        # as host/init (INIT_ID_MAX)
 SETPRIV = "/usr/bin/setpriv"
 CTX_MAX = 64        # = HOST_MAX_CONTEXTS
-EXEC_MAX = 256
+EXEC_MAX = 256      # execs and background processes together (one id space)
+PTY_DIM_MAX = 1000  # rows, cols: 1..1000 (PROCS_SPEC.md)
+TERM_DEFAULT = "xterm-256color"
 
 # Faults stay fatal for the agent; SIGKILL and SIGSTOP cannot be changed.
 _KEEP_DEFAULT = frozenset((signal.SIGKILL, signal.SIGSTOP, signal.SIGSEGV,
@@ -51,10 +57,11 @@ def check_id(v):
 
 
 class Child:
-    def __init__(self, kind, id_, pid):
-        self.kind = kind   # "ctx" or "exec"
+    def __init__(self, kind, id_, pid, master=None):
+        self.kind = kind   # "ctx" or "exec" (a background process is one too)
         self.id = id_
         self.pid = pid     # also its process group
+        self.master = master   # owned: a PTY's master (for RESIZE); None for pipes
 
 
 class Children:
@@ -105,9 +112,58 @@ class Children:
     # -- exec --
     def start_exec(self, id_, command, env):
         self.claim(self.exec, EXEC_MAX, "exec", id_)
+        devnull = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            pid, out_r, err_r = self._spawn(command, env, devnull)
+        finally:
+            os.close(devnull)
+        self._add(Child("exec", id_, pid), self.exec)
+        return pid, out_r, err_r
+
+    # -- background processes --
+    def start_proc(self, id_, mode, rows, cols, command, env):
+        """A background process: /bin/sh -c command in its own group, the
+        workdir, the sandbox's env. mode "p": stdin, stdout, stderr pipes;
+        returns (pid, [in_w, out_r, err_r]). mode "t": a rows x cols PTY as
+        its controlling terminal (own session), TERM defaulted; returns
+        (pid, [in_w, out_r]), both on the master (in_w a dup). The caller
+        owns the fds it gets."""
+        self.claim(self.exec, EXEC_MAX, "process", id_)
+        if mode == "p":
+            in_r, in_w = os.pipe()
+            try:
+                pid, out_r, err_r = self._spawn(command, env, in_r, session=True)
+            except BaseException:
+                os.close(in_w)
+                raise
+            finally:
+                os.close(in_r)
+            self._add(Child("exec", id_, pid), self.exec)
+            return pid, [in_w, out_r, err_r]
+        env = dict(env)
+        env.setdefault("TERM", TERM_DEFAULT)
+        master, slave = os.openpty()
+        fds = [master]
+        try:
+            os.set_inheritable(master, False)
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            fds += [os.dup(master), os.dup(master)]   # in_w; the one kept for RESIZE
+            pid = self._fork_on_tty(slave, command, env)
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            raise Refused("pty: %s" % os.strerror(e.errno or 5)) from None
+        finally:
+            os.close(slave)
+        self._add(Child("exec", id_, pid, master=fds[2]), self.exec)
+        return pid, [fds[1], fds[0]]
+
+    def _spawn(self, command, env, stdin_fd, session=False):
+        """posix_spawn /bin/sh -c command (as the child uid) with stdin_fd,
+        new stdout/stderr pipes, in its own process group (session: its own
+        session, whose group it leads). Returns (pid, out_r, err_r)."""
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        devnull = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
         try:
             # posix_spawn (vfork-like): no copy of the agent's big heap.
             # Its cwd is the agent's, which is the workdir after activate.
@@ -119,10 +175,11 @@ class Children:
                         "--"] + argv
             pid = os.posix_spawn(
                 argv[0], argv, env,
-                file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
+                file_actions=[(os.POSIX_SPAWN_DUP2, stdin_fd, 0),
                               (os.POSIX_SPAWN_DUP2, out_w, 1),
                               (os.POSIX_SPAWN_DUP2, err_w, 2)],
-                setpgroup=0, setsigmask=(), setsigdef=AGENT_SIGNALS)
+                setsigmask=(), setsigdef=AGENT_SIGNALS,
+                **({"setsid": True} if session else {"setpgroup": 0}))
         except OSError as e:
             os.close(out_r)
             os.close(err_r)
@@ -130,9 +187,48 @@ class Children:
         finally:
             os.close(out_w)
             os.close(err_w)
-            os.close(devnull)
-        self._add(Child("exec", id_, pid), self.exec)
         return pid, out_r, err_r
+
+    def _fork_on_tty(self, slave, command, env):
+        """fork (posix_spawn cannot make a controlling terminal): the child
+        becomes a session leader, takes the slave as its terminal and
+        stdio, drops to the child uid and execs /bin/sh -c command. Only
+        async-signal-safe-ish calls between fork and exec; any failure is
+        exit 127, which the host sees as the process's exit."""
+        pid = os.fork()
+        if pid != 0:
+            return pid
+        try:
+            os.setsid()
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+            for fd in (0, 1, 2):
+                os.dup2(slave, fd)
+            if self.drop:
+                os.setgroups([])
+                os.setresgid(self.drop[1], self.drop[1], self.drop[1])
+                os.setresuid(self.drop[0], self.drop[0], self.drop[0])
+            signal.set_wakeup_fd(-1)
+            for s in AGENT_SIGNALS:
+                try:
+                    signal.signal(s, signal.SIG_DFL)
+                except (OSError, ValueError):
+                    pass
+            signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            _close_all_but(set())
+            os.execve("/bin/sh", ["/bin/sh", "-c", command], env)
+        except BaseException:
+            pass
+        os._exit(127)
+
+    def resize(self, id_, rows, cols):
+        c = self.exec.get(id_)
+        if c is None or c.master is None:
+            return   # unknown, ended, or pipes: nothing to resize
+        try:
+            # The kernel (gVisor's) sends the foreground group SIGWINCH.
+            fcntl.ioctl(c.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        except OSError:
+            pass
 
     # -- signals --
     def signal(self, table, id_, sig, group):
@@ -169,6 +265,9 @@ class Children:
             c = self._by_pid.pop(pid, None)
             if c is None:
                 continue
+            if c.master is not None:
+                os.close(c.master)
+                c.master = None
             (self.ctx if c.kind == "ctx" else self.exec).pop(c.id, None)
             if os.WIFSIGNALED(status):
                 ended.append((c, -1, os.WTERMSIG(status)))

@@ -8,7 +8,16 @@
  * a full pipe stalls only its own channel. W is sent for bytes as they are
  * written to the channel's fd, not as they are buffered. Anything the agent
  * gets wrong (a length, a type, data past the window or after its C, a W
- * for more than was sent) is a violation: the caller exits. */
+ * for more than was sent, data on a stdin channel) is a violation: the
+ * caller exits.
+ *
+ * A stdin channel (MUX_INPIPE: the read end of the pipe whose write end the
+ * host holds as a process's in_w) is read only while the agent has room in
+ * its window, so a process that never reads its stdin fills the agent's
+ * window, then this pipe, and then the host's writes say EAGAIN: the loop
+ * never waits on it. The agent's C there means it takes nothing more (the
+ * process closed its stdin or is gone): the pipe is closed, and the host's
+ * writes get EPIPE, as they would on a pipe straight to the process. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -193,7 +202,7 @@ static void finish_write(mux_chan *c)
     c->wr_done = true;
     if (c->fd < 0)
         return;
-    if (c->kind == MUX_PIPE) {
+    if (c->kind == MUX_PIPE || c->kind == MUX_INPIPE) {
         close(c->fd);
         c->fd = -1;
     } else {
@@ -205,7 +214,7 @@ static void write_broken(mux_chan *c)
 {
     c->wr_done = true;
     discard(c);
-    if (c->kind == MUX_PIPE && c->fd >= 0) {
+    if ((c->kind == MUX_PIPE || c->kind == MUX_INPIPE) && c->fd >= 0) {
         close(c->fd);
         c->fd = -1;
     }
@@ -247,6 +256,8 @@ static int on_data(mux *m, mux_chan *c, const uint8_t *p, size_t n)
 {
     if (c->peer_closed)
         return violation(m, "data on channel %u after its close", c->id);
+    if (c->kind == MUX_INPIPE)
+        return violation(m, "data on channel %u, a process's stdin", c->id);
     /* What the agent has sent and we have not yet acknowledged: buffered,
      * plus delivered bytes whose W is still to go out. */
     if (c->buffered + c->delivered + n > SHIM_WINDOW)
@@ -389,15 +400,20 @@ int mux_chan_io(mux *m, mux_chan *c, short revents)
         uint8_t buf[SHIM_FRAME_PAYLOAD_MAX];
         ssize_t r;
         do
-            r = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+            r = c->kind == MUX_INPIPE ? read(c->fd, buf, sizeof buf)
+                                      : recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
         while (r < 0 && errno == EINTR);
         if (r > 0) {
             enqueue(m, 'M', c->id, buf, (size_t)r);
             c->unacked += (size_t)r;
         } else if (r == 0 || errno != EAGAIN) {
             send_close(m, c);   /* the host closed its end (or it broke) */
-            if (r < 0)
+            if (r < 0 || c->kind == MUX_INPIPE)
                 write_broken(c);
+            if (c->kind == MUX_INPIPE && c->fd >= 0) {
+                close(c->fd);   /* nothing more to read; the agent's C frees it */
+                c->fd = -1;
+            }
         }
     }
     return 0;
@@ -419,7 +435,9 @@ static bool finished(const mux_chan *c)
 {
     if (!c->peer_closed || !c->wr_done || c->head)
         return false;
-    return c->kind == MUX_PIPE || c->sent_close;
+    /* A stdin channel ends with the agent's C: after it, nothing is read
+     * (our own C, if not sent, would be dropped there anyway). */
+    return c->kind == MUX_PIPE || c->kind == MUX_INPIPE || c->sent_close;
 }
 
 void mux_settle(mux *m, int64_t now_ms)

@@ -1,7 +1,7 @@
 /* mux.h — the frames on the container's stdio and the channels they carry
  * (host/drivers/gvisor/PROTOCOL.md "The mux"). mux.c owns framing, the
  * per-channel windows and buffers, and moving bytes between a channel's fd
- * (the shim's end of a context socket, pipe or egress connection) and the
+ * (the shim's end of a context socket, pipe, stdin pipe or egress connection) and the
  * agent; relay.c decides which channels exist. */
 #ifndef SG_GVSHIM_MUX_H
 #define SG_GVSHIM_MUX_H
@@ -16,6 +16,7 @@ typedef enum {
     MUX_SEQ = 1,     /* context socket: one M frame = one SEQPACKET message, both ways */
     MUX_PIPE = 2,    /* a pipe's write end: agent -> host only */
     MUX_STREAM = 3,  /* an egress connection: bytes both ways */
+    MUX_INPIPE = 4,  /* a pipe's read end: host -> agent only (a process's stdin) */
 } mux_kind;
 
 typedef struct mux_chunk {

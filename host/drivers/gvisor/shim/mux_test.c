@@ -2,6 +2,7 @@
  * pipes (no runsc): what the agent may send, and what ends the shim. */
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,6 +144,59 @@ static void test_window_overrun_is_fatal(void **state)
     close(p[0]);
 }
 
+/* A process's stdin (MUX_INPIPE): read only within the agent's window,
+ * never data from the agent, the host's EOF is a C, the agent's C closes
+ * the pipe (the host's writes then fail). */
+static void test_stdin_pipe_window_and_close(void **state)
+{
+    fx *f = *state;
+    int p[2];
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+    mux_chan *c = mux_chan_add(&f->m, 40, MUX_INPIPE, p[0]);
+    assert_non_null(c);
+    static uint8_t chunk[SHIM_FRAME_PAYLOAD_MAX];
+    size_t wrote = 0;
+    for (int i = 0; i < 8; i++)
+        wrote += (size_t)write(p[1], chunk, sizeof chunk);
+    assert_int_equal(wrote, 8 * sizeof chunk);
+    int rounds = 0;
+    while (mux_chan_events(c) & POLLIN) {
+        mux_chan_io(&f->m, c, POLLIN);
+        assert_int_equal(mux_flush(&f->m), 0);
+        rounds++;
+        assert_true(rounds < 100);
+    }
+    /* the window is full: nothing more is read, however much waits */
+    assert_true(c->unacked <= SHIM_WINDOW);
+    assert_true(c->unacked > SHIM_WINDOW - SHIM_FRAME_PAYLOAD_MAX);
+    uint8_t v[4] = {0, 1, 0, 0};   /* W 65536 */
+    agent_send(f, 'W', 40, v, 4);
+    assert_int_equal(mux_read(&f->m), 0);
+    assert_true(mux_chan_events(c) & POLLIN);
+    /* the agent's C: the pipe is closed, the host's writes break */
+    agent_send(f, 'C', 40, NULL, 0);
+    assert_int_equal(mux_read(&f->m), 0);
+    assert_int_equal(c->fd, -1);
+    signal(SIGPIPE, SIG_IGN);
+    assert_int_equal(write(p[1], "x", 1), -1);
+    mux_settle(&f->m, 1000);
+    assert_null(mux_chan_find(&f->m, 40));
+    close(p[1]);
+    /* another: the host's EOF is our C; data from the agent is a lie */
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    c = mux_chan_add(&f->m, 41, MUX_INPIPE, p[0]);
+    close(p[1]);
+    size_t before = f->m.out_n;
+    mux_chan_io(&f->m, c, POLLHUP);
+    assert_int_equal(f->m.out_n, before + 9);
+    assert_int_equal(f->m.out[before + 4], 'C');
+    assert_int_equal(c->fd, -1);
+    agent_send(f, 'M', 41, "x", 1);
+    assert_int_equal(mux_read(&f->m), -1);
+    assert_non_null(strstr(f->m.err, "stdin"));
+}
+
 static void test_bad_frames(void **state)
 {
     fx *f = *state;
@@ -210,6 +264,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_control_and_split_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seq_boundaries_and_window_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_overrun_is_fatal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stdin_pipe_window_and_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eof, setup, teardown),
         cmocka_unit_test(test_json),

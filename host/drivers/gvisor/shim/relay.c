@@ -3,7 +3,10 @@
  * Owns: the phases POOLED/ACTIVATE/READY, the table of contexts and exec
  * children, their channels and the host-side fds (a SEQPACKET socketpair and
  * two pipes per context, two pipes per exec, exactly as sandgate-init hands
- * them over), egress connections (EGRESS + fd), and the deadline on every
+ * them over), background processes (PROC: a stdin pipe whose write end the
+ * host gets, and one or two output pipes; they share the exec table and its
+ * EXIT / KILLEXEC; SIGPROC and RESIZE pass through), egress connections
+ * (EGRESS + fd), and the deadline on every
  * answer the agent owes: an agent that does not answer a ctx / exec / kill /
  * activate in time is hung (a killed stub hangs the Sentry, issue 14), and
  * the shim exits so the host tears the sandbox down. The ACTIVATE JSON
@@ -137,6 +140,23 @@ static int pipe_chan(relay *r, uint32_t chan, int *host_end)
         return -1;
     }
     *host_end = p[0];
+    return 0;
+}
+
+/* A stdin pipe: the host writes [1] (in_w); the shim reads [0] as channel
+ * chan and relays it within the agent's window (mux.c MUX_INPIPE). */
+static int inpipe_chan(relay *r, uint32_t chan, int *host_end)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    if (!mux_chan_add(r->m, chan, MUX_INPIPE, p[0])) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    *host_end = p[1];
     return 0;
 }
 
@@ -348,6 +368,8 @@ static void on_exec(relay *r, const char *id, const char *command)
         return;
     }
     r->next_chan += 2;
+    c->nchans = 2;
+    c->proc = false;
     c->chans[0] = base;
     c->chans[1] = base + 1;
     if (pipe_chan(r, base, &c->host_fds[0]) != 0 || pipe_chan(r, base + 1, &c->host_fds[1]) != 0) {
@@ -364,6 +386,147 @@ static void on_exec(relay *r, const char *id, const char *command)
     jstr(&j, "command", command);
     jnum(&j, "out", c->chans[0]);
     jnum(&j, "err", c->chans[1]);
+    jsend(r, &j);
+}
+
+/* A decimal in [lo, hi], nothing else (no sign, no spaces). */
+static bool parse_num(const char *s, long lo, long hi, long *out)
+{
+    long v = 0;
+    if (!s || !*s || strlen(s) > 4)
+        return false;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        v = v * 10 + (*p - '0');
+    }
+    if (v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Cut the next space-separated word off *rest (NULL when there is none). */
+static char *word(char **rest)
+{
+    char *w = *rest;
+    if (!w)
+        return NULL;
+    char *sp = strchr(w, ' ');
+    if (sp) {
+        *sp = 0;
+        *rest = sp + 1;
+    } else {
+        *rest = NULL;
+    }
+    return w;
+}
+
+#define PTY_DIM_MAX 1000
+
+/* PROC <id> <mode> <rows> <cols> <command>: refused here with PROCERR when
+ * the fields are bad (the host checks first; this is the supervisor's
+ * own check), else the agent's proc with the new channels. */
+static void on_proc(relay *r, char *rest)
+{
+    char m[400];
+    const char *id = word(&rest);
+    if (!id || !good_id(id))
+        return;   /* nothing to answer to (as a bad EXEC id) */
+    const char *mode = word(&rest);
+    const char *rows_s = word(&rest);
+    const char *cols_s = word(&rest);
+    const char *command = rest ? rest : "";
+    long rows = 0, cols = 0;
+    bool pty = mode && strcmp(mode, "t") == 0;
+    const char *bad = NULL;
+    if (!mode || (!pty && strcmp(mode, "p") != 0))
+        bad = "mode: p or t expected";
+    else if (!parse_num(rows_s, pty ? 1 : 0, PTY_DIM_MAX, &rows))
+        bad = "rows: 1..1000 expected";
+    else if (!parse_num(cols_s, pty ? 1 : 0, PTY_DIM_MAX, &cols))
+        bad = "cols: 1..1000 expected";
+    if (bad) {
+        snprintf(m, sizeof m, "PROCERR %s %s", id, bad);
+        relay_send_text(r, m);
+        return;
+    }
+    if (find(r->exec, SHIM_MAX_EXEC, id)) {
+        snprintf(m, sizeof m, "PROCERR %s process still running", id);
+        relay_send_text(r, m);
+        return;
+    }
+    relay_child *c = slot(r->exec, SHIM_MAX_EXEC);
+    uint32_t base = r->next_chan;
+    int n = pty ? 2 : 3;
+    if (!c || base > SHIM_EGRESS_CHAN_BASE - 8) {
+        snprintf(m, sizeof m, "PROCERR %s too many of them running", id);
+        relay_send_text(r, m);
+        return;
+    }
+    r->next_chan += (uint32_t)n;
+    c->nchans = n;
+    c->proc = true;
+    for (int i = 0; i < n; i++)
+        c->chans[i] = base + (uint32_t)i;
+    if (inpipe_chan(r, base, &c->host_fds[0]) != 0 ||
+        pipe_chan(r, base + 1, &c->host_fds[1]) != 0 ||
+        (!pty && pipe_chan(r, base + 2, &c->host_fds[2]) != 0)) {
+        child_free(r, c, n);
+        snprintf(m, sizeof m, "PROCERR %s out of file descriptors", id);
+        relay_send_text(r, m);
+        return;
+    }
+    c->state = RELAY_PENDING;
+    snprintf(c->id, sizeof c->id, "%s", id);
+    c->deadline_ms = shim_now_ms() + ANSWER_MS;
+    jb j = jop("proc");
+    jstr(&j, "id", id);
+    jstr(&j, "mode", mode);
+    jnum(&j, "rows", rows);
+    jnum(&j, "cols", cols);
+    jstr(&j, "command", command);
+    jnum(&j, "in", c->chans[0]);
+    jnum(&j, "out", c->chans[1]);
+    if (!pty)
+        jnum(&j, "err", c->chans[2]);
+    jsend(r, &j);
+}
+
+/* A live process of the exec table started by PROC, or NULL. */
+static relay_child *live_proc(relay *r, const char *id)
+{
+    relay_child *c = find(r->exec, SHIM_MAX_EXEC, id);
+    return c && c->proc && c->state == RELAY_LIVE ? c : NULL;
+}
+
+/* SIGPROC <id> <signo>: unknown id or bad signo ignored. */
+static void on_sigproc(relay *r, char *rest)
+{
+    const char *id = word(&rest);
+    long sig;
+    if (!id || !parse_num(rest, 1, 64, &sig) || !live_proc(r, id))
+        return;
+    jb j = jop("sigproc");
+    jstr(&j, "id", id);
+    jnum(&j, "signal", sig);
+    jsend(r, &j);
+}
+
+/* RESIZE <id> <rows> <cols>: ignored for bad sizes or an unknown id (the
+ * agent ignores it for a mode p process). */
+static void on_resize(relay *r, char *rest)
+{
+    const char *id = word(&rest);
+    const char *rows_s = word(&rest);
+    long rows, cols;
+    if (!id || !parse_num(rows_s, 1, PTY_DIM_MAX, &rows) ||
+        !parse_num(rest, 1, PTY_DIM_MAX, &cols) || !live_proc(r, id))
+        return;
+    jb j = jop("resize");
+    jstr(&j, "id", id);
+    jnum(&j, "rows", rows);
+    jnum(&j, "cols", cols);
     jsend(r, &j);
 }
 
@@ -431,6 +594,12 @@ int relay_host(relay *r)
         on_signal(r, r->ctx, SHIM_MAX_CTX, "killctx", rest, true);
     } else if (strcmp(hostbuf, "KILLEXEC") == 0) {
         on_signal(r, r->exec, SHIM_MAX_EXEC, "killexec", rest, true);
+    } else if (strcmp(hostbuf, "PROC") == 0) {
+        on_proc(r, rest);
+    } else if (strcmp(hostbuf, "SIGPROC") == 0) {
+        on_sigproc(r, rest);
+    } else if (strcmp(hostbuf, "RESIZE") == 0) {
+        on_resize(r, rest);
     }
     /* ADOPT and anything else: not in this driver's protocol; ignored. */
     return rc;
@@ -555,8 +724,9 @@ static int dispatch(relay *r, const shim_json *j)
         return on_egress(r, j);
     bool is_ctx = strcmp(op, "ctx") == 0 || strcmp(op, "ctxerr") == 0 ||
                   strcmp(op, "ctxexit") == 0;
+    bool is_proc_op = strcmp(op, "proc") == 0 || strcmp(op, "procerr") == 0;
     bool is_exec = strcmp(op, "exec") == 0 || strcmp(op, "execerr") == 0 ||
-                   strcmp(op, "exit") == 0;
+                   strcmp(op, "exit") == 0 || is_proc_op;
     if (!is_ctx && !is_exec) {
         snprintf(m, sizeof m, "agent: unknown op \"%.32s\"", op);
         return fatal(r, m);
@@ -568,18 +738,22 @@ static int dispatch(relay *r, const shim_json *j)
         snprintf(m, sizeof m, "agent: %.16s for an id the shim never sent", op);
         return fatal(r, m);
     }
-    int nch = is_ctx ? 3 : 2;
-    if (strcmp(op, "ctx") == 0 || strcmp(op, "exec") == 0) {
+    int nch = is_ctx ? 3 : c->nchans;
+    /* An exec's answers for an exec, a proc's for a proc. */
+    if (!is_ctx && strcmp(op, "exit") != 0 && is_proc_op != c->proc)
+        return fatal(r, "agent: a start answer of the wrong kind");
+    const char *errverb = is_ctx ? "CTXERR" : c->proc ? "PROCERR" : "EXECERR";
+    if (strcmp(op, "ctx") == 0 || strcmp(op, "exec") == 0 || strcmp(op, "proc") == 0) {
         if (c->state != RELAY_PENDING || (is_ctx && strcmp(c->id, "default") == 0))
             return fatal(r, "agent: a start answer out of turn");
-        release(r, c, is_ctx ? "CTX" : "EXEC", nch);
+        release(r, c, is_ctx ? "CTX" : c->proc ? "PROC" : "EXEC", nch);
         return 0;
     }
-    if (strcmp(op, "ctxerr") == 0 || strcmp(op, "execerr") == 0) {
+    if (strcmp(op, "ctxerr") == 0 || strcmp(op, "execerr") == 0 || strcmp(op, "procerr") == 0) {
         if (c->state != RELAY_PENDING || (is_ctx && strcmp(c->id, "default") == 0))
             return fatal(r, "agent: a start error out of turn");
         clean_msg(msg, sizeof msg, shim_json_str(j, "msg"));
-        snprintf(m, sizeof m, "%s %s %s", is_ctx ? "CTXERR" : "EXECERR", c->id, msg);
+        snprintf(m, sizeof m, "%s %s %s", errverb, c->id, msg);
         relay_send_text(r, m);
         child_free(r, c, nch);
         return 0;
@@ -591,8 +765,8 @@ static int dispatch(relay *r, const shim_json *j)
         return fatal(r, "agent: the default context died before the sandbox was ready");
     if (c->state == RELAY_PENDING) {
         /* it died before the agent said it started: a start error to the host */
-        snprintf(m, sizeof m, "%s %s exited at start (code %lld, signal %lld)",
-                 is_ctx ? "CTXERR" : "EXECERR", c->id, code, sig);
+        snprintf(m, sizeof m, "%s %s exited at start (code %lld, signal %lld)", errverb, c->id,
+                 code, sig);
         relay_send_text(r, m);
     } else {
         snprintf(m, sizeof m, "%s %s %lld %lld", is_ctx ? "CTXEXIT" : "EXIT", c->id, code, sig);

@@ -4,6 +4,7 @@
 #ifndef SG_GVSHIM_RELAY_H
 #define SG_GVSHIM_RELAY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "mux.h"
@@ -21,8 +22,10 @@ typedef enum { RELAY_FREE = 0, RELAY_PENDING, RELAY_LIVE, RELAY_KILLING } relay_
 typedef struct relay_child {
     relay_state state;
     char id[SHIM_ID_MAX + 1];
-    uint32_t chans[3];     /* ctx: sock, out, err; exec: out, err */
+    uint32_t chans[3];     /* ctx: sock, out, err; exec: out, err; proc: in, out[, err] */
     int host_fds[3];       /* owned until sent to the host; -1 none */
+    int nchans;            /* how many of chans / host_fds are in use (exec table) */
+    bool proc;             /* exec table: a background process (PROC), not an EXEC */
     int64_t deadline_ms;   /* an answer the agent owes by then; 0 none */
 } relay_child;
 
