@@ -17,7 +17,9 @@
  * When one of this host's sandboxes ends (owner's kill, TTL, idle, crash)
  * its keys are released here (host_registry_ended: queued, then one
  * transaction off the request path, retried until etcd answers, so an
- * outage loses no release). A lease the keeper reports lost is probed
+ * outage loses no release). An Extend rewrites the record's expiry the same
+ * way (host_registry_extended: queued in the same order, so a release
+ * queued after it wins, and a record already gone is left gone). A lease the keeper reports lost is probed
  * first: if etcd still has it (etcd was only unreachable, or restarted and
  * renewed it) the host keeps it and nothing changes; if it is gone, the
  * gateways have already released this host's tasks (perhaps re-created
@@ -54,6 +56,7 @@ typedef struct release {
     struct release *next;
     char id[HOST_ID_MAX];
     char tenant[128], user[128], dedupe[400];
+    int64_t expires_ms;         /* 0: a release; else an Extend's new expiry */
 } release;
 
 static struct {
@@ -173,13 +176,30 @@ static int lease_alive(sg_err *err)
 
 /* ---- releases: a sandbox of this host ended ---- */
 
+static void enqueue(const char *id, const char *tenant, const char *user, const char *dedupe,
+                    int64_t expires_ms);
+
 void host_registry_ended(const char *id, const char *tenant, const char *user,
                          const char *dedupe)
 {
     if (!R.running || !tenant[0])
         return;   /* embedded mode, or a sandbox no one owned (pool) */
+    enqueue(id, tenant, user, dedupe, 0);
+}
+
+void host_registry_extended(const char *id, int64_t expires_ms)
+{
+    if (!R.running)
+        return;
+    enqueue(id, "", "", "", expires_ms);
+}
+
+static void enqueue(const char *id, const char *tenant, const char *user, const char *dedupe,
+                    int64_t expires_ms)
+{
     pthread_mutex_lock(&R.mu);
-    snprintf(R.ended[R.n_ended++ % ENDED_RING], HOST_ID_MAX, "%s", id);
+    if (!expires_ms)
+        snprintf(R.ended[R.n_ended++ % ENDED_RING], HOST_ID_MAX, "%s", id);
     if (R.q_len < RELEASE_MAX) {
         release *q = calloc(1, sizeof *q);
         if (q) {
@@ -187,6 +207,7 @@ void host_registry_ended(const char *id, const char *tenant, const char *user,
             snprintf(q->tenant, sizeof q->tenant, "%s", tenant);
             snprintf(q->user, sizeof q->user, "%s", user);
             snprintf(q->dedupe, sizeof q->dedupe, "%s", dedupe);
+            q->expires_ms = expires_ms;
             if (R.q_tail)
                 R.q_tail->next = q;
             else
@@ -265,6 +286,81 @@ static int release_one(const release *q, sg_err *err)
     return 0;
 }
 
+/* An Extend: the record's "expires_at" rewritten, read-modify-write on its
+ * mod revision, keeping its lease (ignore_lease) and every other field the
+ * gateway wrote. A record that is gone stays gone (the sandbox ended, or
+ * its lease did). 0 when done or moot, -1 when etcd did not answer. */
+static int extend_one(const release *q, sg_err *err)
+{
+    char rec[SG_REGKEY_MAX];
+    sg_regkey_sandbox(H.cfg.registry.prefix, q->id, rec, sizeof rec);
+    for (int round = 0; round < 8; round++) {
+        Etcdserverpb__RangeRequest get;
+        etcdserverpb__range_request__init(&get);
+        get.key = bin(rec);
+        ProtobufCMessage *m = NULL;
+        if (etcd_call_sync(R.etcd, ETCD_RANGE, &get.base, &m, err) != 0)
+            return -1;
+        Etcdserverpb__RangeResponse *rr = (Etcdserverpb__RangeResponse *)m;
+        if (rr->n_kvs == 0) {
+            protobuf_c_message_free_unpacked(m, NULL);
+            return 0;
+        }
+        const ProtobufCBinaryData *v = &rr->kvs[0]->value;
+        int64_t mod = rr->kvs[0]->mod_revision;
+        static const char field[] = "\"expires_at\":";
+        const char *at = memmem(v->data, v->len, field, sizeof field - 1);
+        char val[2048];
+        size_t n = 0;
+        if (at && v->len + 24 < sizeof val) {
+            size_t pre = (size_t)(at - (const char *)v->data) + sizeof field - 1, end = pre;
+            while (end < v->len && (v->data[end] == '-' || (v->data[end] >= '0' && v->data[end] <= '9')))
+                end++;
+            memcpy(val, v->data, pre);
+            n = pre + (size_t)snprintf(val + pre, sizeof val - pre, "%lld", (long long)q->expires_ms);
+            memcpy(val + n, v->data + end, v->len - end);
+            n += v->len - end;
+        }
+        protobuf_c_message_free_unpacked(m, NULL);
+        if (!n) {
+            sg_log_warn("registry: sandbox %s: its record has no expiry to rewrite; left as is",
+                        q->id);
+            return 0;
+        }
+        Etcdserverpb__Compare cmp, *cmps[] = {&cmp};
+        etcdserverpb__compare__init(&cmp);
+        cmp.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
+        cmp.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD;
+        cmp.key = bin(rec);
+        cmp.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION;
+        cmp.mod_revision = mod;
+        Etcdserverpb__PutRequest put;
+        etcdserverpb__put_request__init(&put);
+        put.key = bin(rec);
+        put.value = (ProtobufCBinaryData){n, (uint8_t *)val};
+        put.ignore_lease = 1;
+        Etcdserverpb__RequestOp op, *ops[] = {&op};
+        etcdserverpb__request_op__init(&op);
+        op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+        op.request_put = &put;
+        Etcdserverpb__TxnRequest txn;
+        etcdserverpb__txn_request__init(&txn);
+        txn.n_compare = 1;
+        txn.compare = cmps;
+        txn.n_success = 1;
+        txn.success = ops;
+        if (etcd_call_sync(R.etcd, ETCD_TXN, &txn.base, &m, err) != 0)
+            return -1;
+        int done = ((Etcdserverpb__TxnResponse *)m)->succeeded;
+        protobuf_c_message_free_unpacked(m, NULL);
+        if (done)
+            return 0;
+        /* the record changed between the read and the write: read again */
+    }
+    sg_log_warn("registry: sandbox %s: its record kept changing; expiry not rewritten", q->id);
+    return 0;
+}
+
 /* Every queued release, in order, until one fails (etcd away: the rest
  * wait for the next tick). */
 static void releases_run(int *logged)
@@ -276,9 +372,10 @@ static void releases_run(int *logged)
         if (!q)
             return;
         sg_err e;
-        if (release_one(q, &e) != 0) {
+        if ((q->expires_ms ? extend_one(q, &e) : release_one(q, &e)) != 0) {
             if (!*logged)
-                sg_log_warn("registry: releasing sandbox %s: %s (retried)", q->id, e.msg);
+                sg_log_warn("registry: %s sandbox %s: %s (retried)",
+                            q->expires_ms ? "rewriting the expiry of" : "releasing", q->id, e.msg);
             *logged = 1;
             return;
         }

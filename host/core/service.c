@@ -250,8 +250,10 @@ static void on_sandbox_op(rpc_call *c, void *data)
 static void do_extend(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
 {
     const Sandgate__V1__HostExtendRequest *r = (const Sandgate__V1__HostExtendRequest *)m;
-    if (r->expires_at > sb->expires_ms)
+    if (r->expires_at > sb->expires_ms) {
         sb->expires_ms = r->expires_at;
+        host_registry_extended(sb->id, sb->expires_ms);   /* gateways read the record */
+    }
     reply_sandbox(c, sb);
 }
 

@@ -19,7 +19,10 @@ lease ttl 2 s. Checks, in order:
   6. a host killed -9: HOST_LOST, the task again elsewhere; the host
      restarted: the old id is SANDBOX_LOST, nothing of it left in etcd;
   7. placement by load: 12 new tasks through both gateways land on both
-     hosts, neither taking more than 9.
+     hosts, neither taking more than 9;
+  8. an Extend through one gateway rewrites the record's expiry (same
+     lease, every other field as the create wrote it); a shorter one does
+     not shorten it; a kill still removes the record.
 
 Env: SANDGATE_BUILD. Run with /usr/bin/python3 as root.
 """
@@ -305,6 +308,49 @@ class Placement(unittest.TestCase):
         self.assertLessEqual(max(per.values()), 9)
         for api, sid in made:
             api.kill(KD, "u7", sid)
+
+
+def record(f, sid):
+    """The sandbox's record in etcd: (decoded JSON, lease id), or (None, 0)."""
+    import base64
+    import json
+    r = f.etcd.ctl("get", f.prefix + "sandboxes/" + sid, "-w", "json")
+    kvs = json.loads(r.stdout).get("kvs") or []
+    if not kvs:
+        return None, 0
+    return json.loads(base64.b64decode(kvs[0]["value"])), kvs[0].get("lease", 0)
+
+
+class Records(unittest.TestCase):
+    def test_8_extend_rewrites_the_records_expiry(self):
+        f = S["f"]
+        sid = S["g1"].create(KD, "u8", "ext-" + uuid.uuid4().hex[:6], ttl_seconds=60).sandbox_id
+        rec, lease = record(f, sid)
+        self.assertIsNotNone(rec)
+        self.assertNotEqual(lease, 0)
+        # through the other gateway: the record follows whoever extended
+        resp = S["g2"].call("ExtendSandbox", S["g2"].pb.ExtendSandboxRequest(
+            sandbox_id=sid, user_id="u8", ttl_seconds=1800), KD)
+        self.assertGreater(resp.expires_at, rec["expires_at"] + 1000 * 1000)
+        t = wait(lambda: record(f, sid)[0]["expires_at"] == resp.expires_at,
+                 "the record's expiry to follow the extend", 5)
+        print("record's expiry rewritten %.2f s after the extend" % t)
+        rec2, lease2 = record(f, sid)
+        self.assertEqual(lease2, lease)   # still bound to the host's lease
+        self.assertEqual({k: v for k, v in rec2.items() if k != "expires_at"},
+                         {k: v for k, v in rec.items() if k != "expires_at"})
+        got = S["g1"].call("GetSandbox", S["g1"].pb.GetSandboxRequest(sandbox_id=sid,
+                                                                      user_id="u8"), KD)
+        self.assertEqual(got.expires_at, rec2["expires_at"])
+        # a shorter extend never shortens (the host keeps the later expiry)
+        S["g1"].call("ExtendSandbox", S["g1"].pb.ExtendSandboxRequest(
+            sandbox_id=sid, user_id="u8", ttl_seconds=30), KD)
+        time.sleep(0.5)
+        self.assertEqual(record(f, sid)[0]["expires_at"], resp.expires_at)
+        S["g1"].kill(KD, "u8", sid)
+        wait(lambda: record(f, sid)[0] is None, "the kill's release", 10)
+        time.sleep(0.5)
+        self.assertIsNone(record(f, sid)[0])   # the extend did not bring it back
 
 
 def get(api, sid, timeout=30):
