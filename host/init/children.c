@@ -412,7 +412,13 @@ void init_proc_signal(init_state *s, char *args)
     long sig = strtol(v, &end, 10);
     if (*end || sig < 1 || sig > 64)
         return;
-    init_signal(s, INIT_EXEC, id, (int)sig, true);
+    init_child *c = find(s->exec, INIT_MAX_EXEC, id);
+    if (!c)
+        return;
+    /* Each process once: a handled signal sent twice runs its handler twice. */
+    kill(-c->pid, (int)sig);
+    if (getpgid(c->pid) != c->pid)   /* not (or no longer) its group's leader */
+        kill(c->pid, (int)sig);
 }
 
 /* The group catches what the child forked; the pid itself in case the code
