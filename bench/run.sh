@@ -178,6 +178,8 @@ mkdir -p "$work/rt"
 sed -e "s|^runtime_dir:.*|runtime_dir: $work/rt|" -e "s|^cgroup_root:.*|cgroup_root: $cg_root|" \
     -e "s|^uid_base:.*|uid_base: 400000|" -e "s|^name:.*|name: bench|" \
     "$repo/deploy/local/host.yaml" >"$work/host.yaml"
+# the process template only (tests/drivers.py): no gVisor pool warming beside it
+SANDGATE_TEST_DRIVER=process /usr/bin/python3 "$repo/tests/drivers.py" "$work/host.yaml"
 
 SANDGATE_BUILD=$build SANDGATE_RUN_DIR=$run SANDGATE_PORT=0 SANDGATE_HOST_PORT=0 \
   SANDGATE_POLICY=$work/policy.yaml SANDGATE_HOST_CONFIG=$work/host.yaml \

@@ -245,7 +245,10 @@ void host_sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest
     sb->created_ms = sb->last_active_ms = host_wall_ms();
     uint32_t ttl = req->request->ttl_seconds ? req->request->ttl_seconds : 600;
     sb->expires_ms = sb->created_ms + (int64_t)ttl * 1000;
-    sb->create_deadline_us = host_now_us() + CREATE_TIMEOUT_US;
+    /* a pool sandbox still warming keeps a longer budget its driver gave it */
+    int64_t deadline = host_now_us() + CREATE_TIMEOUT_US;
+    if (deadline > sb->create_deadline_us)
+        sb->create_deadline_us = deadline;
     sb->secrets = calloc(req->n_secrets + 1, sizeof *sb->secrets);
     for (size_t i = 0; i < req->n_secrets; i++) {
         const Sandgate__V1__Secret *s = req->secrets[i];
@@ -482,6 +485,16 @@ static void on_ready_ctx(host_sandbox *sb, const char *id, int *fds, int nfds)
     host_ctx_attach(c, fds[0], fds[1], fds[2]);
     if (sb->state == SB_CREATING && strcmp(id, "default") == 0) {
         sb->state = SB_RUNNING;
+        /* The TTL is the owner's time with a usable sandbox, counted from
+         * now: a create that waited for a warm sandbox still starting (a
+         * gVisor one takes seconds on a loaded machine) spends none of it.
+         * created_at moves with it, so expires_at - created_at stays the TTL. */
+        int64_t waited = host_wall_ms() - sb->created_ms;
+        if (waited > 0) {
+            sb->created_ms += waited;
+            sb->expires_ms += waited;
+            sb->last_active_ms = sb->created_ms;
+        }
         if (sb->tenant[0])
             host_journal_created(sb->id, sb->tenant, sb->user, sb->task);
         if (host_pool_log())
@@ -728,10 +741,11 @@ void host_sandboxes_tick(int64_t now_us)
         host_sandbox *next = sb->next;
         if (sb->state == SB_CREATING && now_us > sb->create_deadline_us) {
             host_sandbox_fail_create(sb, SG_EUNAVAIL, "timed out starting (zygote busy or broken)");
-        } else if (wall >= sb->expires_ms) {
+        } else if (sb->state != SB_CREATING && wall >= sb->expires_ms) {
+            /* a create has its own deadline (above); TTL and idle start at READY */
             sg_log_info("sandbox %s expired", sb->id);
             host_sandbox_kill(sb, NULL);
-        } else if (sb->limits.idle_timeout_seconds &&
+        } else if (sb->state != SB_CREATING && sb->limits.idle_timeout_seconds &&
                    wall - sb->last_active_ms >= (int64_t)sb->limits.idle_timeout_seconds * 1000) {
             sg_log_warn("sandbox %s idle; killed", sb->id);
             host_sandbox_kill(sb, NULL);
