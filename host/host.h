@@ -344,9 +344,10 @@ void host_registry_ended(const char *id, const char *tenant, const char *user,
 /* id ended in this life recently (its claim may not be released yet): a
  * create that names it is a stale claim, not a race. */
 int host_registry_was_ended(const char *id);
-/* An Extend moved id's expiry: its record in etcd is rewritten (queued,
+/* An Extend moved id's expiry: its record and listing in etcd are rewritten (queued,
  * retried like a release; no-op in the embedded mode). */
-void host_registry_extended(const char *id, int64_t expires_ms);
+void host_registry_extended(const char *id, const char *tenant, const char *user,
+                            int64_t expires_ms);
 /* Drain (SIGUSR1): the entry says "draining" from now on, reported at once,
  * and gateways place no new task here; the sandboxes here keep running and
  * their tasks keep them. Until the host stops; a no-op without a registry. */

@@ -92,14 +92,25 @@ LOCAL_HOST_YAML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                "deploy", "local", "host.yaml")
 
 
-def local_host_config(directory, driver=None, name="host.yaml"):
+def only_templates(text, names):
+    """text (a host config) with only the templates named in names."""
+    head, items, tail = _templates(text.splitlines(keepends=True))
+    keep = [it for it in items if re.match(r"^\s*- name:\s*[\"']?([^\s\"']+)", it[0]).group(1)
+            in names]
+    return "".join(head + [line for it in keep for line in it] + tail)
+
+
+def local_host_config(directory, driver=None, name="host.yaml", only=None):
     """deploy/local/host.yaml for driver, written to directory/name; returns
-    its path (for SANDGATE_HOST_CONFIG)."""
+    its path (for SANDGATE_HOST_CONFIG). only: keep just these templates."""
     with open(LOCAL_HOST_YAML) as f:
         text = f.read()
+    text = host_config(text, driver)
+    if only:
+        text = only_templates(text, only)
     path = os.path.join(directory, name)
     with open(path, "w") as f:
-        f.write(host_config(text, driver))
+        f.write(text)
     return path
 
 

@@ -244,7 +244,10 @@ void host_sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest
     sb->created_ms = sb->last_active_ms = host_wall_ms();
     uint32_t ttl = req->request->ttl_seconds ? req->request->ttl_seconds : 600;
     sb->expires_ms = sb->created_ms + (int64_t)ttl * 1000;
-    sb->create_deadline_us = host_now_us() + CREATE_TIMEOUT_US;
+    /* a pool sandbox still warming keeps a longer budget its driver gave it */
+    int64_t deadline = host_now_us() + CREATE_TIMEOUT_US;
+    if (deadline > sb->create_deadline_us)
+        sb->create_deadline_us = deadline;
     sb->secrets = calloc(req->n_secrets + 1, sizeof *sb->secrets);
     for (size_t i = 0; i < req->n_secrets; i++) {
         const Sandgate__V1__Secret *s = req->secrets[i];

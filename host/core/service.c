@@ -252,7 +252,7 @@ static void do_extend(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
     const Sandgate__V1__HostExtendRequest *r = (const Sandgate__V1__HostExtendRequest *)m;
     if (r->expires_at > sb->expires_ms) {
         sb->expires_ms = r->expires_at;
-        host_registry_extended(sb->id, sb->expires_ms);   /* gateways read the record */
+        host_registry_extended(sb->id, sb->tenant, sb->user, sb->expires_ms);   /* gateways read the record */
     }
     reply_sandbox(c, sb);
 }

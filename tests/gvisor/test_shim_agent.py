@@ -163,6 +163,8 @@ class ShimWithAgent(unittest.TestCase):
             self.assertEqual(self.sb.expect("EXIT p1")[0], "EXIT p1 -1 15")
             os.set_blocking(out_r, True)
             self.assertEqual(os.read(out_r, 100), b"")
+            # Its stdin went with it: the host's writes fail, in_w open or not.
+            self.assertRaises(BrokenPipeError, os.write, in_w, b"late\n")
         finally:
             for fd in fds:
                 os.close(fd)

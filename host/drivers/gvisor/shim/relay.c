@@ -236,11 +236,15 @@ static void jnum(jb *j, const char *key, long long v)
     jraw(j, k);
 }
 
-static void jsend(relay *r, jb *j)
+/* -1 (nothing sent) when the message is past what the agent takes. */
+static int jsend(relay *r, jb *j)
 {
     jraw(j, "}");
-    mux_control(r->m, j->b, j->n);
+    int rc = j->n <= SHIM_JSON_TO_AGENT_MAX ? 0 : -1;
+    if (rc == 0)
+        mux_control(r->m, j->b, j->n);
     free(j->b);
+    return rc;
 }
 
 static jb jop(const char *op)
@@ -386,7 +390,11 @@ static void on_exec(relay *r, const char *id, const char *command)
     jstr(&j, "command", command);
     jnum(&j, "out", c->chans[0]);
     jnum(&j, "err", c->chans[1]);
-    jsend(r, &j);
+    if (jsend(r, &j) != 0) {
+        child_free(r, c, 2);
+        snprintf(m, sizeof m, "EXECERR %s command too long", id);
+        relay_send_text(r, m);
+    }
 }
 
 /* A decimal in [lo, hi], nothing else (no sign, no spaces). */
@@ -490,7 +498,11 @@ static void on_proc(relay *r, char *rest)
     jnum(&j, "out", c->chans[1]);
     if (!pty)
         jnum(&j, "err", c->chans[2]);
-    jsend(r, &j);
+    if (jsend(r, &j) != 0) {
+        child_free(r, c, n);
+        snprintf(m, sizeof m, "PROCERR %s command too long", id);
+        relay_send_text(r, m);
+    }
 }
 
 /* A live process of the exec table started by PROC, or NULL. */
