@@ -88,5 +88,8 @@ Sandgate__V1__HostListResponse *gw_counts_get(size_t host, const char *tenant);
 int gw_actions_register(rpc_server *srv, sg_err *err);
 /* files.c */
 int gw_files_register(rpc_server *srv, sg_err *err);
+/* procs.c: background processes; and Exec's process fields (0, or answered) */
+int gw_procs_register(rpc_server *srv, sg_err *err);
+int gw_check_exec_process(gw_req *r, const Sandgate__V1__ExecRequest *req);
 
 #endif

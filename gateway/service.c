@@ -241,6 +241,7 @@ static void fill_host_request(gw_req *r, Sandgate__V1__CreateSandboxRequest *req
     p->limits.disk_bytes = lim.disk_bytes;
     p->limits.idle_timeout_seconds = lim.idle_timeout_s;
     p->limits.max_file_bytes = lim.file_bytes;
+    p->limits.max_processes = lim.processes;
     req->ttl_seconds = lim.ttl_s;
     p->hreq.request = req;
     p->hreq.owner = &p->owner;
@@ -764,7 +765,8 @@ int gw_service_register(rpc_server *srv, sg_err *err)
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         if (rpc_server_add_method(srv, methods[i].path, methods[i].fn, NULL, err) != 0)
             return -1;
-    if (gw_actions_register(srv, err) != 0 || gw_files_register(srv, err) != 0)
+    if (gw_actions_register(srv, err) != 0 || gw_files_register(srv, err) != 0 ||
+        gw_procs_register(srv, err) != 0)
         return -1;
     return rpc_health_register(srv, "sandgate.v1.Sandboxes", err);
 }
