@@ -256,6 +256,14 @@ int rpc_blocking_stream(grpc_channel *ch, const char *method, const grpc_metadat
                         int (*on_msg)(void *arg, const uint8_t *buf, size_t len), void *arg,
                         rpc_status *st);
 
+/* A client-streaming call: next(arg) gives each message to send (ours to
+ * destroy) until it returns NULL; then the one response, as in
+ * rpc_blocking_unary. */
+int rpc_blocking_client_stream(grpc_channel *ch, const char *method, const grpc_metadata *md,
+                               size_t n_md, double timeout_s,
+                               grpc_byte_buffer *(*next)(void *arg), void *arg, uint8_t **resp,
+                               size_t *resp_len, rpc_status *st);
+
 gpr_timespec rpc_deadline_in(double seconds);
 double rpc_deadline_left(gpr_timespec deadline);  /* seconds, may be <0; huge if infinite */
 

@@ -198,6 +198,7 @@ void host_limits_default(Sandgate__V1__Limits *l)
     if (!l->disk_bytes) l->disk_bytes = 256ull << 20;
     if (!l->tmp_bytes) l->tmp_bytes = 64ull << 20;
     if (!l->max_file_bytes) l->max_file_bytes = 8ull << 20;
+    if (!l->max_processes) l->max_processes = 16;
 }
 
 /* A sandbox of a template of this host, with a fresh random id, default
@@ -555,10 +556,24 @@ static void handle_sup_msg(host_sandbox *sb, char *msg, int *fds, int nfds)
         host_exec *e = host_exec_find(sb, id);
         if (e)
             host_exec_failed(e, msg);
+    } else if (strcmp(verb, "EXIT") == 0 && id[0] == 'p') {
+        host_proc *p = host_proc_find(sb, id);
+        if (p)
+            host_proc_exited(p, a, b);
     } else if (strcmp(verb, "EXIT") == 0) {
         host_exec *e = host_exec_find(sb, id);
         if (e)
             host_exec_exited(e, a, b);
+    } else if (strcmp(verb, "PROC") == 0) {
+        host_proc *p = host_proc_find(sb, id);
+        if (p) {
+            host_proc_started(p, fds, nfds);   /* takes the fds */
+            return;
+        }
+    } else if (strcmp(verb, "PROCERR") == 0) {
+        host_proc *p = host_proc_find(sb, id);
+        if (p)
+            host_proc_failed(p, msg);
     }
     close_fds(fds, nfds);
 }
@@ -626,6 +641,7 @@ void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to)
         host_ctx_destroy(c, "the sandbox was killed");
     for (host_exec *e = sb->execs; e; e = e->next)
         host_exec_destroy(e, "the sandbox was killed");
+    host_procs_destroy(sb);
     host_watch_close(&sb->sock);
     host_egress_detach(sb);
     /* Signal and go on: the processes exit (an interpreter's exit takes
@@ -657,6 +673,7 @@ static void sandbox_free(host_sandbox *sb)
         free(e);
         e = n;
     }
+    host_procs_free(sb);
     host_secrets_free(sb);
     host_pool_wipe_activation(sb);
     if (sb->ctx_env) {
@@ -736,6 +753,7 @@ void host_sandboxes_tick(int64_t now_us)
             host_ctx_reap_deleted(sb);
             for (host_ctx *c = sb->contexts; c; c = c->next)
                 host_ctx_tick(c, now_us);
+            host_procs_tick(sb, now_us);
             for (host_exec **pe = &sb->execs; *pe;) {
                 host_exec *e = *pe;
                 host_exec_tick(e, now_us);

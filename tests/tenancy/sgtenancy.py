@@ -208,7 +208,7 @@ class Api:
         """Unary: the response. Streams: the list of events. Raises grpc.RpcError."""
         fn = getattr(self.stub, method)
         r = fn(req, metadata=self.md(key, token, extra), timeout=timeout)
-        if method in ("RunCode", "Exec", "DownloadFile"):
+        if method in ("RunCode", "Exec", "DownloadFile", "AttachProcess"):
             return list(r)
         return r
 
