@@ -8,7 +8,12 @@ same run as sandgate (issue 7, scenarios 1 and 2). Run with Debian's
   compare.py bwrap N           bwrap --unshare-all ... python3 -c pass
   compare.py sandbox-pss CGDIR IDS_FILE
                                idle Pss per sandbox: every process listed in
-                               CGDIR/<id>/cgroup.procs, summed per sandbox
+                               CGDIR/<id>/cgroup.procs, summed per sandbox;
+                               roles= the mean per sandbox by role (gVisor:
+                               shim, sentry, gofer, stub; process: init,
+                               context), file= the mean share of file pages
+                               (binaries and libraries, divided among every
+                               process on the machine that maps them)
 
 Each prints one line of key=value pairs beginning with RESULT."""
 import subprocess
@@ -85,18 +90,44 @@ def bwrap(n):
 
 
 def pss_kib(pid):
+    return rollup(pid).get("Pss")
+
+
+def rollup(pid):
+    """{Pss, Pss_File, ...} KiB from /proc/PID/smaps_rollup ({} if gone)."""
+    out = {}
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
+                parts = line.split()
+                if len(parts) >= 2 and parts[0].endswith(":") and parts[1].isdigit():
+                    out[parts[0][:-1]] = int(parts[1])
     except OSError:
         pass
-    return None
+    return out
+
+
+def role(pid):
+    """What a sandbox's process is, from its argv: runsc re-execs itself as
+    `runsc-sandbox ... boot` (the Sentry) and `runsc-gofer ... gofer`; the
+    ptrace platform's stubs (one per address space inside) are children of
+    the Sentry with an empty command line."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return "?"
+    name = argv[0].decode(errors="replace").rsplit("/", 1)[-1] if argv and argv[0] else ""
+    if "boot" in (a.decode(errors="replace") for a in argv[1:6]):
+        return "sentry"
+    if "gofer" in (a.decode(errors="replace") for a in argv[1:6]):
+        return "gofer"
+    return {"sandgate-gvisor-shim": "shim", "sandgate-init": "init", "": "stub"}.get(
+        name, "context" if name.startswith("python") else name)
 
 
 def sandbox_pss(cgdir, ids_file):
-    per, procs = [], 0
+    per, procs, roles, file_kib = [], 0, {}, 0
     with open(ids_file) as f:
         ids = [x.strip() for x in f if x.strip()]
     for sid in ids:
@@ -107,10 +138,14 @@ def sandbox_pss(cgdir, ids_file):
             continue
         total, n = 0, 0
         for pid in pids:
-            v = pss_kib(pid)
-            if v is not None:
-                total += v
-                n += 1
+            r = rollup(pid)
+            if "Pss" not in r:
+                continue
+            total += r["Pss"]
+            file_kib += r.get("Pss_File", 0)
+            n += 1
+            k = role(pid)
+            roles[k] = roles.get(k, 0) + r["Pss"]
         if n:
             per.append(total / 1024.0)
             procs += n
@@ -118,8 +153,10 @@ def sandbox_pss(cgdir, ids_file):
     if not per:
         print("RESULT n=0", flush=True)
         return
+    rs = ",".join(f"{k}:{v / 1024.0 / len(per):.1f}" for k, v in sorted(roles.items(), key=lambda x: -x[1]))
     print(f"RESULT n={len(per)} mean_mib={sum(per) / len(per):.2f} median_mib={pct(per, 50):.2f} "
-          f"max_mib={per[-1]:.2f} total_mib={sum(per):.1f} procs_per_sandbox={procs / len(per):.1f}",
+          f"max_mib={per[-1]:.2f} total_mib={sum(per):.1f} procs_per_sandbox={procs / len(per):.1f} "
+          f"roles={rs} file_mib={file_kib / 1024.0 / len(per):.2f}",
           flush=True)
 
 

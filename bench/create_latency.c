@@ -22,6 +22,13 @@
  *   --csv FILE      also write every create as "run,start_ms,create_ms" (start
  *                   on CLOCK_MONOTONIC, as time.monotonic() in Python), so
  *                   creates can be matched to host events (bench/rotation.py)
+ *   --pool-metrics HOST:PORT  before every create, wait (up to 300 s) until
+ *                   the host's /metrics (HTTP, this address) shows at least
+ *                   --pool-min warm sandboxes of the template (default 1):
+ *                   each create then takes a warm sandbox with no refill of
+ *                   the pool still running (a gVisor pool sandbox takes
+ *                   seconds of CPU to warm; without the wait back-to-back
+ *                   creates drain the pool and time cold starts)
  *   --cold N        also time N cold starts: fork+exec of
  *                   /usr/bin/python3 -c "import numpy, pandas" (what a create
  *                   would cost with no zygote, before any isolation)
@@ -40,6 +47,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 extern char **environ;
 
@@ -145,6 +154,89 @@ static void sleep_ms(int ms)
 }
 
 static FILE *csv;   /* --csv: one line per create; NULL = none */
+static const char *pool_metrics;   /* --pool-metrics HOST:PORT; NULL = no wait */
+static int pool_min = 1;
+static double pool_waited_ms;
+
+/* Warm sandboxes of template t on the host's /metrics at hostport, -1 when
+ * it cannot be read. One HTTP/1.0 GET; the gauge's line is
+ * sandgate_host_warm_pool{template="T",...} N. */
+static int warm_pool(const char *hostport, const char *t)
+{
+    char host[256], *colon;
+    snprintf(host, sizeof host, "%s", hostport);
+    if (!(colon = strrchr(host, ':')))
+        return -1;
+    *colon = 0;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+        return -1;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct timeval tv = {.tv_sec = 5};
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(ai);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+    if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
+        close(fd);
+        return -1;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    ssize_t r;
+    while (buf && (r = read(fd, buf + len, cap - 1 - len)) > 0) {
+        len += (size_t)r;
+        if (len == cap - 1) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    close(fd);
+    if (!buf)
+        return -1;
+    buf[len] = 0;
+    char key[300];
+    snprintf(key, sizeof key, "sandgate_host_warm_pool{template=\"%s\"", t);
+    int n = -1;
+    for (char *line = strstr(buf, key); line; line = strstr(line + 1, key))
+        if (line == buf || line[-1] == '\n') {
+            char *sp = strchr(line, '}');
+            n = sp ? (int)strtod(sp + 1, NULL) : -1;
+            break;
+        }
+    free(buf);
+    return n;
+}
+
+
+/* --pool-metrics: wait until the pool holds pool_min warm sandboxes. */
+static void wait_pool(const conn *c)
+{
+    if (!pool_metrics)
+        return;
+    double t0 = now_ms();
+    while (now_ms() - t0 < 300e3) {
+        int n = warm_pool(pool_metrics, c->template_);
+        if (n >= pool_min)
+            break;
+        if (n < 0 && now_ms() - t0 > 10e3) {
+            fprintf(stderr, "bench_create: no warm_pool gauge for %s at %s\n", c->template_,
+                    pool_metrics);
+            break;
+        }
+        sleep_ms(50);
+    }
+    pool_waited_ms += now_ms() - t0;
+}
 
 static int run(conn *c, int n, int pause_ms, const char *label)
 {
@@ -155,6 +247,7 @@ static int run(conn *c, int n, int pause_ms, const char *label)
     for (int i = 0; i < n; i++) {
         char task[96], id[128];
         snprintf(task, sizeof task, "bench-%d-%d-%d", (int)getpid(), run_no, i);
+        wait_pool(c);
         double t0 = now_ms();
         if (create(c, task, id, sizeof id) != 0) {
             failed++;
@@ -177,6 +270,9 @@ static int run(conn *c, int n, int pause_ms, const char *label)
     summary(what, cr, ok);
     snprintf(what, sizeof what, "  (kill, %s:", label);
     summary(what, kl, ok);
+    if (pool_metrics)
+        printf("  (waited for a full pool before each create: %.1f s in all)\n", pool_waited_ms / 1e3);
+    pool_waited_ms = 0;
     if (failed)
         printf("  %d calls failed\n", failed);
     free(cr);
@@ -425,6 +521,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--pss-code")) pss_code = v;
         else if (!strcmp(a, "--cold")) n_cold = atoi(v);
         else if (!strcmp(a, "--host-pid")) host_pid = atoi(v);
+        else if (!strcmp(a, "--pool-metrics")) pool_metrics = v;
+        else if (!strcmp(a, "--pool-min")) pool_min = atoi(v);
         else if (!strcmp(a, "--csv")) {
             if (!(csv = fopen(v, "w"))) {
                 fprintf(stderr, "bench_create: fopen(%s): %s\n", v, strerror(errno));
@@ -434,7 +532,8 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: bench_create --addr HOST:PORT --key KEY [-n N] "
                             "[--mode b2b|paced|both] [--pause-ms P] [--template T] "
-                            "[--pss 1,10,50 [--pss-code CODE] [--host-pid P]] [--csv FILE] [--cold N]\n");
+                            "[--pss 1,10,50 [--pss-code CODE] [--host-pid P]] [--csv FILE] [--cold N]\n"
+                            "       [--pool-metrics HOST:PORT [--pool-min N]]\n");
             return 2;
         }
         i++;
@@ -456,6 +555,8 @@ int main(int argc, char **argv)
 
     /* Warm-up: connection, first create after a zygote start. */
     char id[128];
+    wait_pool(&c);
+    pool_waited_ms = 0;
     if (create(&c, "bench-warmup", id, sizeof id) != 0)
         return 1;
     kill_sb(&c, id);

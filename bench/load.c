@@ -9,7 +9,8 @@
  *                    [-c CONC] [--secs S --warmup W | --count N]
  *                    [--threads T] [--conns K] [--code CODE]
  *                    [--cpu NAME=PID[+PID...][,NAME=...]] [--tag TEXT]
- *   bench_load setup --addr HOST:PORT --key KEY [--user U] -n N --out FILE
+ *   bench_load setup --addr HOST:PORT --key KEY [--user U] [--template T]
+ *                    -n N --out FILE
  *                    (N sandboxes through the gateway; their ids, one a line)
  *   bench_load teardown --addr HOST:PORT --key KEY [--user U] --ids FILE
  *
@@ -45,12 +46,13 @@
 #define TAG_END ((5 << 3) | 2)
 
 typedef struct opts {
-    const char *addr, *api, *call, *key, *user, *id, *ids_file, *code, *cpu, *tag, *out;
+    const char *addr, *api, *call, *key, *user, *id, *ids_file, *code, *cpu, *tag, *out, *template_;
     int conc, threads, conns, count, n;
     double secs, warmup, timeout;
 } opts;
 
 static opts O = {.api = "gateway", .call = "get", .user = "bench", .code = "x=1+1",
+                 .template_ = "code-interpreter",
                  .conc = 1, .threads = 1, .conns = 1, .secs = 3, .warmup = 1, .timeout = 30};
 
 static double now_s(void)
@@ -655,7 +657,7 @@ static int cmd_setup(void)
     for (int i = 0; i < O.n; i++) {
         Sandgate__V1__CreateSandboxRequest r = SANDGATE__V1__CREATE_SANDBOX_REQUEST__INIT;
         snprintf(task, sizeof task, "bench-%d-%d", (int)getpid(), i);
-        r.template_ = "code-interpreter";
+        r.template_ = (char *)O.template_;
         r.user_id = (char *)O.user;
         r.task_id = task;
         r.ttl_seconds = 3600;
@@ -718,7 +720,7 @@ static void usage(void)
             "usage: bench_load run --addr H:P --api gateway|host --call get|run [--key K] [--user U]\n"
             "                  (--id ID | --ids FILE) [-c N] [--secs S] [--warmup S] [--count N]\n"
             "                  [--threads T] [--conns K] [--code C] [--cpu NAME=PID+PID,...] [--tag T]\n"
-            "       bench_load setup --addr H:P --key K [--user U] -n N --out FILE\n"
+            "       bench_load setup --addr H:P --key K [--user U] [--template T] -n N --out FILE\n"
             "       bench_load teardown --addr H:P --key K [--user U] --ids FILE\n");
     exit(2);
 }
@@ -745,6 +747,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--cpu")) O.cpu = v;
         else if (!strcmp(a, "--tag")) O.tag = v;
         else if (!strcmp(a, "--out")) O.out = v;
+        else if (!strcmp(a, "--template")) O.template_ = v;
         else if (!strcmp(a, "-c")) O.conc = atoi(v);
         else if (!strcmp(a, "-n")) O.n = atoi(v);
         else if (!strcmp(a, "--threads")) O.threads = atoi(v);

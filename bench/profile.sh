@@ -53,6 +53,7 @@ sed -n "/^cat >\"\$work\/policy.yaml\" <<'YAML'/,/^YAML/p" "$here/run.sh" | sed 
 mkdir -p "$run" "$work/rt"
 sed -e "s|^runtime_dir:.*|runtime_dir: $work/rt|" -e "s|^name:.*|name: prof|" -e "s|^uid_base:.*|uid_base: 450000|" \
     "$repo/deploy/local/host.yaml" >"$work/host.yaml"
+SANDGATE_TEST_DRIVER=process /usr/bin/python3 "$repo/tests/drivers.py" "$work/host.yaml"
 SANDGATE_BUILD=$build SANDGATE_RUN_DIR=$run SANDGATE_PORT=0 SANDGATE_HOST_PORT=0 \
   SANDGATE_POLICY=$work/policy.yaml SANDGATE_HOST_CONFIG=$work/host.yaml "$repo/deploy/local/run.sh" start >&2
 gw=127.0.0.1:$(cat "$run/gateway.port")

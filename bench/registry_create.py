@@ -22,7 +22,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "registry"))
-from sgreg import BUILD, Etcd, Fleet, free_port, read, wait  # noqa: E402
+from sgreg import BUILD, Etcd, Fleet, drivers, free_port, read, wait  # noqa: E402
 
 KEY = "sg-demo-key-0001"
 POOL = "4"
@@ -44,7 +44,7 @@ def embedded(tmp, n):
         log = open(os.path.join(d, "host.log"), "w")
         procs.append(subprocess.Popen(
             [os.path.join(BUILD, "bin", "sandgate-host"), "--config",
-             os.path.join(REPO, "deploy", "local", "host.yaml"), "--listen", "127.0.0.1:%d" % hp,
+             drivers.local_host_config(d, "process"), "--listen", "127.0.0.1:%d" % hp,
              "--name", "bemb", "--runtime-dir", os.path.join(d, "rt"), "--port-file", pf],
             stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, SANDGATE_POOL_SIZE=POOL)))
         wait(lambda: os.path.exists(pf), "the host", 30)

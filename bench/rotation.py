@@ -32,6 +32,8 @@ import threading
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+import drivers  # noqa: E402
 KEY = "sg-demo-key-0001"
 WINDOW_TAIL_S = 1.0   # after the last sample with two zygotes, still "during rotation"
 POLICY = """# bench policy: deploy/local's tenant with the rate and sandbox quotas lifted
@@ -125,7 +127,7 @@ def pct(v, p):
 
 def run_one(build, label, rotate, n, pss, tmp):
     with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
-        cfg = f.read()
+        cfg = drivers.host_config(f.read(), "process")   # rotation is the zygote's
     cfg = re.sub(r"^ +(rotate_forks|rotate_after):.*\n", "", cfg, flags=re.M).rstrip("\n") + "\n"
     cfg += "    rotate_forks: %d\n    rotate_after: 0\n" % rotate
     d = os.path.join(tmp, label)

@@ -14,7 +14,12 @@
 #   --only LIST   scenarios to run (default all): 1 create, 2 RunCode,
 #                 3 gateway cost vs host and nginx, 4 scale, 5 policy,
 #                 6 create with the embedded registry vs etcd
-#                 (bench/registry_create.sh; needs etcd-server, etcd-client)
+#                 (bench/registry_create.sh; needs etcd-server, etcd-client),
+#                 7 the isolation drivers side by side: process and gvisor
+#                 (create from a full warm pool, RunCode, a pandas groupby
+#                 and an import action, idle PSS at 1/10/50 sandboxes, by
+#                 process role; needs root and runsc, else its gvisor
+#                 column is n/a)
 #   --sandboxes N live sandboxes for scenario 4 (default 500)
 #   --secs S      measured seconds per load point in scenarios 2 and 3
 #   --reps R      scenario 3: runs per load point, gateway/host/nginx
@@ -40,7 +45,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)   # what else the machine was doing
 smoke=0
 build=$repo/build
 out=""
-only="1,2,3,4,5,6"
+only="1,2,3,4,5,6,7"
 nsb=500
 secs=""
 reps=""
@@ -70,10 +75,12 @@ if [ "$smoke" = 1 ]; then
   : "${secs:=0.5}"; : "${reps:=1}"; warm=0.2; concs="1 16"; [ "$nsb" = 500 ] && nsb=5
   n_create=5; n_cold=1; n_kstart=1; n_kexec=20; n_bwrap=3; burst=$((nsb * 2)); burst_total=$burst
   policy_rules=1000
+  iso_create=2; iso_actions=1; iso_counts="1"; iso_gv_pool=1
 else
   : "${secs:=4}"; : "${reps:=3}"; warm=1; concs="1 16 64 256"
   n_create=200; n_cold=5; n_kstart=10; n_kexec=200; n_bwrap=50; burst=1000; burst_total=3000
   policy_rules=10000
+  iso_create=30; iso_actions=5; iso_counts="1 10 50"; iso_gv_pool=""   # deploy/local's
 fi
 want() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
@@ -168,16 +175,61 @@ defaults:
     rate_burst: 1000000
 templates:
   - name: code-interpreter
+  - name: code-interpreter-gvisor
 tenants:
   - id: demo
     api_keys:
       - 5b9862fde34fbb0c04a2ce55ee9a4810454901c6a8ce9a1c1bf6ce28d3e77185
-    templates: [code-interpreter]
+    templates: [code-interpreter, code-interpreter-gvisor]
 YAML
 mkdir -p "$work/rt"
 sed -e "s|^runtime_dir:.*|runtime_dir: $work/rt|" -e "s|^cgroup_root:.*|cgroup_root: $cg_root|" \
     -e "s|^uid_base:.*|uid_base: 400000|" -e "s|^name:.*|name: bench|" \
     "$repo/deploy/local/host.yaml" >"$work/host.yaml"
+# Scenario 7 runs deploy/local's code-interpreter-gvisor beside the process
+# template (added from the process one if deploy/local has none; smoke mode:
+# pool 1, a gVisor pool sandbox is seconds of CPU to warm). Without scenario
+# 7, the process template only (tests/drivers.py): no gVisor pool warming.
+gv_tpl=code-interpreter-gvisor
+gv_why=""
+if ! want 7; then gv_why="not asked for"
+elif [ "$(id -u)" != 0 ]; then gv_why="needs root"
+elif [ ! -x /usr/bin/runsc ]; then gv_why="runsc missing (deploy/packages.txt)"
+fi
+if [ -n "$gv_why" ]; then
+  SANDGATE_TEST_DRIVER=process /usr/bin/python3 "$repo/tests/drivers.py" "$work/host.yaml"
+else
+  "$py" - "$work/host.yaml" "$gv_tpl" "$iso_gv_pool" <<'PY'
+import re, sys
+path, name, pool = sys.argv[1:]
+lines = open(path).read().splitlines(keepends=True)
+def item(n):
+    s = next((i for i, l in enumerate(lines) if l.strip() == "- name: " + n), None)
+    if s is None:
+        return None, None
+    e = s + 1
+    while e < len(lines) and (lines[e].startswith("    ") or not lines[e].strip()):
+        e += 1
+    return s, e
+s, e = item(name)
+if s is None:   # the process template's item, renamed, isolation gvisor
+    ps, pe = item("code-interpreter")
+    new = [l for l in lines[ps:pe] if not l.lstrip().startswith(("pool:", "isolation:"))]
+    new[0] = new[0].replace("code-interpreter", name)
+    if not new[-1].endswith("\n"):
+        new[-1] += "\n"
+    new += ["    isolation: gvisor\n", "    pool: %s\n" % (pool or "2")]
+    lines[pe:pe] = new
+elif pool:
+    for i in range(s, e):
+        if lines[i].lstrip().startswith("pool:"):
+            lines[i] = re.sub(r"pool:\s*\d+", "pool: " + pool, lines[i])
+open(path, "w").write("".join(lines))
+PY
+fi
+pool_in() { awk -v t="$1" '$0 ~ "- name: "t"$" {f=1; next} f && /^  - name:/ {f=0} f && /pool:/ {print $2; exit}' "$work/host.yaml"; }
+pr_pool=$(pool_in code-interpreter); pr_pool=${pr_pool:-4}
+gv_pool=$(pool_in "$gv_tpl"); gv_pool=${gv_pool:-2}
 
 SANDGATE_BUILD=$build SANDGATE_RUN_DIR=$run SANDGATE_PORT=0 SANDGATE_HOST_PORT=0 \
   SANDGATE_POLICY=$work/policy.yaml SANDGATE_HOST_CONFIG=$work/host.yaml \
@@ -186,6 +238,32 @@ gw=127.0.0.1:$(cat "$run/gateway.port")
 host=127.0.0.1:$(cat "$run/host.port")
 gw_pid=$(cat "$run/gateway.pid")
 host_pid=$(cat "$run/host.pid")
+
+hm=127.0.0.1:$(cat "$run/host-metrics.port" 2>/dev/null || echo 0)
+pool_of() {   # TEMPLATE: warm sandboxes on the host's /metrics
+  "$py" - "$hm" "$1" <<'PY' 2>/dev/null || echo 0
+import sys, urllib.request
+hp, t = sys.argv[1:]
+for l in urllib.request.urlopen("http://%s/metrics" % hp, timeout=5).read().decode().splitlines():
+    if l.startswith('sandgate_host_warm_pool{template="%s"' % t):
+        print(int(float(l.rsplit(" ", 1)[1]))); break
+else:
+    print(0)
+PY
+}
+wait_pool() {   # TEMPLATE MIN SECS: 0 when the pool holds MIN
+  local end=$((SECONDS + $3))
+  while [ "$SECONDS" -lt "$end" ]; do
+    [ "$(pool_of "$1")" -ge "$2" ] && return 0
+    sleep 0.5
+  done
+  return 1
+}
+# A gvisor pool warms for tens of seconds of CPU: let it finish before
+# anything is measured, so it perturbs no process-driver figure.
+if [ -z "$gv_why" ]; then
+  wait_pool "$gv_tpl" "$gv_pool" 300 || say "the gvisor pool is not full after 300 s; going on"
+fi
 
 # One sandbox for the RunCode and GetSandbox load.
 "$load" setup --addr "$gw" --key "$key" -n 1 --out "$work/one" >/dev/null || { say "cannot create a sandbox"; exit 1; }
@@ -431,6 +509,128 @@ if want 6; then
   else
     row 6 "create, embedded vs etcd mode" "n/a (etcd-server / etcd-client missing)" "≤ 15 / 40 ms" "n/a"
   fi
+fi
+
+# ---- 7. isolation drivers side by side -----------------------------------
+# Each figure says the 1-minute load average when it was taken: on this
+# shared 2-core machine it moves the figures more than anything in them.
+GROUPBY="import pandas as pd
+df = pd.DataFrame({'k': [i % 10 for i in range(10000)], 'v': range(10000)})
+df.groupby('k').v.sum().iloc[0]"
+IMPORTS="import json, csv, re"
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+ms_of() { awk -v x="$(kv "$1" "$2")" 'BEGIN { if (x != "") print x / 1000 }'; }
+# setup_n TEMPLATE N FILE: N more sandboxes of TEMPLATE appended to FILE,
+# made by 4 clients at once (a gVisor sandbox past the pool is a cold
+# start: seconds of CPU under ptrace). Returns non-zero if any is missing.
+setup_n() {
+  local t=$1 n=$2 f=$3 k per rest pids=()
+  [ "$n" -gt 0 ] || return 0
+  per=$(((n + 3) / 4))
+  for k in 0 1 2 3; do
+    rest=$((n - k * per)); [ "$rest" -gt "$per" ] && rest=$per
+    [ "$rest" -gt 0 ] || break
+    "$load" setup --addr "$gw" --key "$key" --template "$t" -n "$rest" --out "$f.part$k" >>"$work/iso.err" 2>&1 &
+    pids+=($!)
+  done
+  local bad=0
+  for k in "${pids[@]}"; do wait "$k" || bad=1; done
+  cat "$f".part* >>"$f" 2>/dev/null; rm -f "$f".part*
+  return $bad
+}
+iso_run() {   # DRIVER TEMPLATE POOL
+  local d=$1 t=$2 pool=$3 cr c50 c99 r a ids=$work/iso-$1.ids
+  # create: every create from a full pool (the host's /metrics), then kill
+  cr=$("$bin/bench_create" --addr "$gw" --key "$key" --template "$t" -n "$iso_create" --mode b2b \
+       --pool-metrics "$hm" --pool-min "$pool" 2>>"$work/iso.err" || true)
+  c_line=$(grep -m1 '^create, ' <<<"$cr" || true)
+  c50=$(sed -n 's/.* p50 \([0-9.]*\) ms.*/\1/p' <<<"$c_line"); c99=$(sed -n 's/.* p99 \([0-9.]*\) ms.*/\1/p' <<<"$c_line")
+  [ -n "$c50" ] || { say "7: $d: bench_create gave no figure"; tail -3 "$work/iso.err" >&2; failed=1; }
+  iso_cr[$d]="$(fmt "$c50" 1) / $(fmt "$c99" 1) ms (n=$(sed -n 's/.* n=\([0-9]*\) .*/\1/p' <<<"$c_line"), load $(loadavg))"
+  iso_c50[$d]=$c50; iso_c99[$d]=$c99
+  # RunCode x=1+1 on one sandbox, through the gateway and to the host
+  : >"$ids"
+  setup_n "$t" 1 "$ids" || failed=1
+  local one; one=$(head -1 "$ids")
+  if [ -n "$one" ]; then
+    # a fresh sandbox's first runs are not the steady state: one second's warm-up
+    r=$(loadrun --addr "$gw" --api gateway --call run --key "$key" --id "$one" -c 1 --secs "$secs" --warmup 1)
+    [ -n "$r" ] && [ "$(kv "$r" errors)" = 0 ] && [ "$(kv "$r" calls)" -gt 0 ] || { failed=1; r=""; }
+    iso_r50[$d]=$(ms_of "$r" p50_us); iso_r99[$d]=$(ms_of "$r" p99_us)
+    iso_rc[$d]="$(fmt "${iso_r50[$d]}" 3) / $(fmt "${iso_r99[$d]}" 3) ms (n=$(kv "$r" calls), load $(loadavg))"
+    r=$(loadrun --addr "$host" --api host --call run --id "$one" -c 1 --secs "$secs" --warmup "$warm")
+    [ -n "$r" ] && [ "$(kv "$r" errors)" = 0 ] && [ "$(kv "$r" calls)" -gt 0 ] || { failed=1; r=""; }
+    iso_rh[$d]="$(fmt "$(ms_of "$r" p50_us)" 3) / $(fmt "$(ms_of "$r" p99_us)" 3) ms (load $(loadavg))"
+  fi
+  "$load" teardown --addr "$gw" --key "$key" --ids "$ids" >/dev/null 2>&1 || true
+  # actions: the first run of each in a fresh sandbox (one call per
+  # sandbox, round-robin), then the groupby again in the same sandboxes
+  : >"$ids"
+  setup_n "$t" "$iso_actions" "$ids" || failed=1
+  if [ -s "$ids" ]; then
+    local na; na=$(wc -l <"$ids")
+    a=$(loadrun --addr "$gw" --api gateway --call run --key "$key" --ids "$ids" -c 1 --count "$na" --code "$IMPORTS")
+    [ -n "$a" ] && [ "$(kv "$a" errors)" = 0 ] || failed=1
+    iso_imp[$d]="$(fmt "$(ms_of "$a" p50_us)" 1) ms (n=$na, load $(loadavg))"
+    a=$(loadrun --addr "$gw" --api gateway --call run --key "$key" --ids "$ids" -c 1 --count "$na" --code "$GROUPBY")
+    [ -n "$a" ] && [ "$(kv "$a" errors)" = 0 ] || failed=1
+    iso_gb1[$d]="$(fmt "$(ms_of "$a" p50_us)" 1) ms"
+    a=$(loadrun --addr "$gw" --api gateway --call run --key "$key" --ids "$ids" -c 1 --count "$((na * 4))" --code "$GROUPBY")
+    [ -n "$a" ] && [ "$(kv "$a" errors)" = 0 ] || failed=1
+    iso_gb[$d]="${iso_gb1[$d]} / $(fmt "$(ms_of "$a" p50_us)" 1) ms (n=$na / $((na * 4)), load $(loadavg))"
+  fi
+  "$load" teardown --addr "$gw" --key "$key" --ids "$ids" >/dev/null 2>&1 || true
+  # idle PSS at each count: sandboxes that ran x=1+1 once and went idle
+  : >"$ids"
+  local have=0 k p
+  for k in $iso_counts; do
+    setup_n "$t" "$((k - have))" "$ids" || failed=1
+    have=$(wc -l <"$ids")
+    [ "$have" -gt 0 ] || break
+    loadrun --addr "$gw" --api gateway --call run --key "$key" --ids "$ids" -c 4 --count "$have" >/dev/null
+    wait_pool "$t" "$pool" 120 || true   # refills done: nothing of ours is starting
+    sleep 2
+    p=$("$py" "$here/compare.py" sandbox-pss "$(cg_pids_dir)" "$ids" 2>>"$work/compare.err" | grep RESULT || true)
+    [ "$(kv " $p" n)" = "$have" ] || failed=1
+    iso_pss[$d.$k]=$(kv " $p" mean_mib)
+    iso_pss_txt[$d.$k]="$(fmt "$(kv " $p" mean_mib)" 1) MiB (n=$have; $(kv " $p" roles | sed 's/,/, /g; s/:/ /g'); file pages $(fmt "$(kv " $p" file_mib)" 1); load $(loadavg))"
+  done
+  "$load" teardown --addr "$gw" --key "$key" --ids "$ids" >/dev/null 2>&1 || true
+}
+if want 7; then
+  say "7: isolation drivers side by side"
+  declare -A iso_cr iso_c50 iso_c99 iso_rc iso_r50 iso_r99 iso_rh iso_imp iso_gb1 iso_gb iso_pss iso_pss_txt
+  drivers="process"
+  if [ -z "$gv_why" ]; then
+    if wait_pool "$gv_tpl" 1 300; then drivers="process gvisor"
+    else gv_why="no gvisor pool sandbox became ready in 300 s (host log: $(grep -m1 -i gvisor "$run/host.log" | cut -c1-120))"; failed=1; fi
+  fi
+  for d in $drivers; do
+    if [ "$d" = process ]; then iso_run process code-interpreter "$pr_pool"; else iso_run gvisor "$gv_tpl" "$gv_pool"; fi
+  done
+  na() { echo "n/a ($gv_why)"; }
+  both() {   # P50 LIM50 P99 LIM99: ok, MISSED or n/a
+    local a b; a=$(check "$1" le "$2"); b=$(check "$3" le "$4")
+    if [ "$a$b" = okok ]; then echo ok; elif [ "$a$b" = n/an/a ]; then echo n/a; else echo MISSED; fi
+  }
+  g() { if [ -n "$gv_why" ]; then na; else echo "${1:-n/a}"; fi; }
+  row 7 "create from a full warm pool, p50 / p99: process" "${iso_cr[process]}" "≤ 15 / 40 ms" \
+    "$(both "${iso_c50[process]}" 15 "${iso_c99[process]}" 40)"
+  row 7 "… gvisor" "$(g "${iso_cr[gvisor]}")" "≤ 10 / 30 ms" \
+    "$(both "${iso_c50[gvisor]}" 10 "${iso_c99[gvisor]}" 30)"
+  row 7 "RunCode x=1+1 through the gateway, p50 / p99: process" "${iso_rc[process]}" "≤ 0.5 / 2 ms" \
+    "$(both "${iso_r50[process]}" 0.5 "${iso_r99[process]}" 2)"
+  row 7 "… gvisor" "$(g "${iso_rc[gvisor]}")" "≤ 0.5 / 2 ms" \
+    "$(both "${iso_r50[gvisor]}" 0.5 "${iso_r99[gvisor]}" 2)"
+  row 7 "RunCode x=1+1 directly to the host, p50 / p99: process / gvisor" "${iso_rh[process]:-n/a} / $(g "${iso_rh[gvisor]}")" "compare" ""
+  row 7 "import json, csv, re: first run in a fresh sandbox, p50: process / gvisor" "${iso_imp[process]:-n/a} / $(g "${iso_imp[gvisor]}")" "compare" ""
+  row 7 "pandas groupby (10,000 rows): first in a fresh sandbox / again, p50: process" "${iso_gb[process]:-n/a}" "compare" ""
+  row 7 "… gvisor" "$(g "${iso_gb[gvisor]}")" "compare" ""
+  for k in $iso_counts; do
+    row 7 "idle PSS per sandbox, $k sandbox(es): process" "${iso_pss_txt[process.$k]:-n/a}" "≤ 10 MiB" "$(check "${iso_pss[process.$k]}" le 10)"
+    row 7 "… gvisor" "$(g "${iso_pss_txt[gvisor.$k]}")" "≤ 64 MiB" "$( [ -n "$gv_why" ] && echo n/a || check "${iso_pss[gvisor.$k]}" le 64)"
+  done
+  notes+=("Scenario 7: each create waits until the template's pool is full again (the host's /metrics), so it takes a warm sandbox with no refill running; gvisor pool $gv_pool, process pool $pr_pool. Idle PSS: the Pss of every process in each sandbox's cgroup (/proc/PID/smaps_rollup), summed per sandbox, mean over the sandboxes; for gvisor that is the shim, the Sentry, the gofer and the ptrace stubs (one per address space inside), for process sandgate-init and the context. Pages mapped by several processes (the runsc binary, Python's libraries, the zygote's heap, the Sentry's memory file mapped by the Sentry and its stubs) are divided among the processes mapping them, so the sum over a machine's processes is its real use. Each sandbox ran x=1+1 once, then idled.")
 fi
 
 # ---- report -------------------------------------------------------------

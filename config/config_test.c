@@ -86,7 +86,7 @@ static void test_local_host(void **state)
     assert_int_equal(h.reserve_fds, 64);
     assert_true(h.reserve_memory == 256ull << 20);
     assert_int_equal(h.reserve_pids, 256);
-    assert_int_equal(h.n_templates, 1);
+    assert_int_equal(h.n_templates, 2);   /* code-interpreter, code-interpreter-gvisor */
     config_template *t = &h.templates[0];
     assert_string_equal(t->name, "code-interpreter");
     assert_string_equal(t->python, "/usr/bin/python3");
@@ -100,6 +100,14 @@ static void test_local_host(void **state)
     assert_true(t->contain);
     assert_int_equal(t->pool, 4);
     assert_int_equal(t->isolation, SG_ISOLATION_PROCESS);
+    /* the same template under gVisor, with a smaller pool (~110 MiB each) */
+    config_template *g = &h.templates[1];
+    assert_string_equal(g->name, "code-interpreter-gvisor");
+    assert_int_equal(g->isolation, SG_ISOLATION_GVISOR);
+    assert_int_equal(g->pool, 2);
+    assert_int_equal(g->n_preload, 2);
+    assert_int_equal(g->n_ro_binds, 6);
+    assert_true(g->contain);
     assert_string_equal(h.gvisor.runsc, "/usr/bin/runsc");
     assert_string_equal(h.gvisor.platform, "ptrace");
     config_host_cleanup(&h);

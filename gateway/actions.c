@@ -94,9 +94,29 @@ static void on_run(rpc_call *c, void *data)
         gw_req_with_owner(r, run_owned);
 }
 
+/* A background process: its timeout 0 stays 0 (no timeout; any other is
+ * capped by action_timeout) and its output cap is the bytes kept per
+ * stream (process_output_bytes). Its Exec ends once it has started. */
+static void exec_background_owned(gw_req *r)
+{
+    Sandgate__V1__ExecRequest *req = (Sandgate__V1__ExecRequest *)r->msg;
+    policy_limits asked = {.action_timeout_s = req->timeout_seconds,
+                           .process_output_bytes = req->max_output_bytes}, lim;
+    policy_decision d;
+    policy_decide_limits(r->pol, r->id.tenant, &asked, &lim, &d);
+    if (req->timeout_seconds)
+        req->timeout_seconds = lim.action_timeout_s;
+    req->max_output_bytes = lim.process_output_bytes;
+    gw_req_forward_stream(r, "/sandgate.v1.Host/Exec", 0, 30);
+}
+
 static void exec_owned(gw_req *r)
 {
     Sandgate__V1__ExecRequest *req = (Sandgate__V1__ExecRequest *)r->msg;
+    if (req->background) {
+        exec_background_owned(r);
+        return;
+    }
     policy_limits lim;
     caps(r, req->timeout_seconds, req->max_output_bytes, &lim);
     req->timeout_seconds = lim.action_timeout_s;
@@ -109,7 +129,8 @@ static void exec_owned(gw_req *r)
 static void on_exec(rpc_call *c, void *data)
 {
     gw_req *r = gw_req_begin(c, &sandgate__v1__exec_request__descriptor, "exec");
-    if (r && gw_req_count_action(r) == 0)
+    if (r && gw_check_exec_process(r, (const Sandgate__V1__ExecRequest *)r->msg) == 0 &&
+        gw_req_count_action(r) == 0)
         gw_req_with_owner(r, exec_owned);
 }
 

@@ -13,7 +13,10 @@
  *  - the same transaction writes the sandbox's record sandboxes/<id>
  *    (host, owner, expiry) and a quota key live/<tenant>/<user>/<id>, both
  *    under the host's lease; the host deletes all of them when the sandbox
- *    ends (host/registry.c).
+ *    ends (host/registry.c). The quota key's value is the sandbox as
+ *    ListSandboxes shows it (a packed sandgate.v1.Sandbox: template, task,
+ *    times, labels, isolation), so a list is one range read of the user's
+ *    keys, with no host asked (records.c).
  *  - quotas are exact: the read counts the tenant's and user's live keys at
  *    revision R, and the claim compares that no key in those ranges was
  *    written after R (mod_revision < R+1 over the range). Two replicas
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/rand.h>
 
@@ -306,6 +310,39 @@ void gw_claim_commit(gw_req *r, gw_host *h, const char *id, const char *template
     snprintf(c->ours, sizeof c->ours, "%s", id);
     sg_regkey_sandbox(pf, id, c->rec, sizeof c->rec);
     sg_regkey_live(pf, r->id.tenant, r->id.user, id, c->live, sizeof c->live);
+    /* The listing copy (records.c reads it back): what the host will
+     * report, known here: labels as given, isolation as the host's report
+     * says it runs the template. */
+    Sandgate__V1__Sandbox lsb;
+    sandgate__v1__sandbox__init(&lsb);
+    lsb.sandbox_id = (char *)id;
+    lsb.template_ = (char *)template_name;
+    lsb.user_id = r->id.user;
+    lsb.task_id = req->task_id;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    lsb.created_at = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    lsb.expires_at = expires_ms;
+    lsb.state = SANDGATE__V1__SANDBOX_STATE__SANDBOX_STATE_RUNNING;
+    for (size_t i = 0; i < l.n_templates; i++)
+        if (strcmp(l.templates[i].name, template_name) == 0 && l.templates[i].isolation[0])
+            lsb.isolation = l.templates[i].isolation;
+    Sandgate__V1__Sandbox__MetadataEntry *mde = calloc(req->n_metadata + 1, sizeof *mde);
+    Sandgate__V1__Sandbox__MetadataEntry **mdp = calloc(req->n_metadata + 1, sizeof *mdp);
+    for (size_t i = 0; i < req->n_metadata; i++) {
+        sandgate__v1__sandbox__metadata_entry__init(&mde[i]);
+        mde[i].key = req->metadata[i]->key;
+        mde[i].value = req->metadata[i]->value;
+        mdp[i] = &mde[i];
+    }
+    lsb.n_metadata = req->n_metadata;
+    lsb.metadata = mdp;
+    size_t llen = protobuf_c_message_get_packed_size(&lsb.base);
+    uint8_t *lval = malloc(llen + 1);
+    protobuf_c_message_pack(&lsb.base, lval);
+    free(mdp);
+    free(mde);
+
     char record[1400], et[300], eu[300], ek[300];
     sg_json_escape(r->id.tenant, et, sizeof et);
     sg_json_escape(r->id.user, eu, sizeof eu);
@@ -340,7 +377,7 @@ void gw_claim_commit(gw_req *r, gw_host *h, const char *id, const char *template
     for (int i = 0; i < 4; i++) {
         etcdserverpb__put_request__init(&put[i]);
         put[i].key = bin(keys[i]);
-        put[i].value = bin(vals[i]);
+        put[i].value = i == 3 ? (ProtobufCBinaryData){llen, lval} : bin(vals[i]);
         put[i].lease = leases[i];
         etcdserverpb__request_op__init(&ops[i]);
         ops[i].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
@@ -362,7 +399,9 @@ void gw_claim_commit(gw_req *r, gw_host *h, const char *id, const char *template
     txn.success = po;
     txn.n_failure = 1;
     txn.failure = pf_op;
-    if (etcd_call(gw_registry_etcd(), ETCD_TXN, &txn.base, on_commit, r, &e) != 0) {
+    int rc = etcd_call(gw_registry_etcd(), ETCD_TXN, &txn.base, on_commit, r, &e);
+    free(lval);   /* packed into the call's bytes */
+    if (rc != 0) {
         c->ours[0] = 0;
         gw_fail_registry(r->in, "claiming the task", e.msg);
         done(r, -1, arg);

@@ -11,8 +11,18 @@
  * Registry mode: streams in flight are listed per host, so that when a
  * host's registration ends (its lease: killed, or cut off with no TCP reset
  * to end the stream) they are cancelled at once and answered HOST_LOST
- * instead of waiting for their deadline (gw_forward_host_lost). */
+ * instead of waiting for their deadline (gw_forward_host_lost).
+ *
+ * Lifetime: a gw_fwd is refcounted, one ref per thing that may still touch
+ * it: the host call until its on_done has run, each send to the client in
+ * flight, and gw_forward until it returns. A cancel (the registry's etcd
+ * thread, a client gone) can end the host call while a send to the client
+ * is still queued; that send's completion then finds the forward intact
+ * and, through the ref it holds on the rpc_fwd (rpc_fwd_ref), a host call
+ * on which next and cancel do nothing. Freeing at on_done instead was a
+ * use-after-free (tests/registry/test_host_lost_race.py under ASan). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -21,8 +31,11 @@
 #include "gateway/gw.h"
 
 typedef struct gw_fwd {
+    atomic_int refs;    /* see Lifetime above */
     rpc_call *in;       /* owned ref */
-    rpc_fwd *out;       /* owned by rpc_fwd; valid until on_done */
+    rpc_fwd *out;       /* borrowed, under fl_mu: for gw_forward_host_lost while listed */
+    rpc_fwd *stream;    /* owned ref (rpc_fwd_ref), taken at the first message: for the
+                         * sends' completions, which may come after on_done */
     gw_fwd_opts opts;
     const gw_host *host;      /* borrowed: hosts live as long as the process */
     const char *method;       /* borrowed: a string literal */
@@ -81,6 +94,25 @@ void gw_forward_host_lost(const gw_host *h)
         sg_log_info("host %s lost: %zu call(s) in flight to it cancelled", h->name, n);
 }
 
+static gw_fwd *fwd_ref(gw_fwd *f)
+{
+    atomic_fetch_add(&f->refs, 1);
+    return f;
+}
+
+static void fwd_unref(gw_fwd *f)
+{
+    if (atomic_fetch_sub(&f->refs, 1) != 1)
+        return;
+    if (f->stream)
+        rpc_fwd_unref(f->stream);
+    if (f->last)
+        grpc_byte_buffer_destroy(f->last);
+    rpc_call_unref(f->in);
+    free(f);
+}
+
+/* The host call is over (its on_done, or it never started): drop its ref. */
 static void fwd_end(gw_fwd *f, grpc_status_code code)
 {
     fl_remove(f);
@@ -90,25 +122,30 @@ static void fwd_end(gw_fwd *f, grpc_status_code code)
                                       (double)(now.tv_nsec - f->started.tv_nsec) / 1e9);
     if (f->opts.on_done)
         f->opts.on_done(f->opts.arg, code);
-    rpc_call_unref(f->in);
-    free(f);
+    fwd_unref(f);
 }
 
 /* ---- streams ---- */
 
+/* A send's completion: may run after the host call's on_done (a cancel
+ * ended it meanwhile), where next and cancel on f->stream do nothing. */
 static void on_client_sent(void *arg, int ok)
 {
     gw_fwd *f = arg;
     if (ok)
-        rpc_fwd_next(f->out);
+        rpc_fwd_next(f->stream);
     else
-        rpc_fwd_cancel(f->out);   /* the client is gone */
+        rpc_fwd_cancel(f->stream);   /* the client is gone */
+    fwd_unref(f);   /* the send's */
 }
 
 static void on_host_message(void *arg, rpc_fwd *out, grpc_byte_buffer *bb)
 {
     gw_fwd *f = arg;
-    f->out = out;
+    if (!f->stream) {   /* messages come one at a time: no race on this */
+        rpc_fwd_ref(out);
+        f->stream = out;
+    }
     if (f->last) {   /* more after the "last" one: keep the host's order */
         rpc_call_send(f->in, f->last, NULL, NULL);
         f->last = NULL;
@@ -118,8 +155,10 @@ static void on_host_message(void *arg, rpc_fwd *out, grpc_byte_buffer *bb)
         rpc_fwd_next(out);
         return;
     }
-    if (rpc_call_send(f->in, bb, on_client_sent, f) != 0)
-        rpc_fwd_cancel(f->out);
+    if (rpc_call_send(f->in, bb, on_client_sent, fwd_ref(f)) != 0) {
+        fwd_unref(f);   /* a status is queued: on_client_sent will not run */
+        rpc_fwd_cancel(out);
+    }
 }
 
 static void on_host_done(void *arg, grpc_status_code code, const char *details,
@@ -173,6 +212,7 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
                 const gw_fwd_opts *opts)
 {
     gw_fwd *f = calloc(1, sizeof *f);
+    atomic_init(&f->refs, 2);   /* the host call's, and ours until we return */
     f->in = rpc_call_ref(in);
     f->opts = *opts;
     f->host = h;
@@ -205,4 +245,5 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
         gw_fail_internal(in, method, &err);
         fwd_end(f, GRPC_STATUS_INTERNAL);
     }
+    fwd_unref(f);
 }

@@ -66,6 +66,16 @@ void gw_list_all(gw_req *r, const char *user, gw_list_done done);
 void gw_list_all_q(gw_req *r, const char *user, const Sandgate__V1__HostListRequest *q,
                    gw_list_done done);
 
+/* records.c — etcd mode: the caller's live sandboxes from their listing
+ * copies in etcd (no host asked), ids after after_id, carrying every label
+ * of q->metadata, at most q->limit. done(r, items, n, more) on the etcd
+ * thread, items borrowed for the call; more -1 (n 0): etcd failed or held
+ * a copy it cannot vouch for, ask the hosts instead. q is borrowed until
+ * done (its metadata from r->msg). */
+typedef void (*gw_records_done)(gw_req *r, Sandgate__V1__Sandbox **items, size_t n, int more);
+void gw_records_list(gw_req *r, const char *after_id, const Sandgate__V1__HostListRequest *q,
+                     gw_records_done done);
+
 /* counts.c — each host's last answer to the quota count, per tenant, for
  * when it cannot answer now. get returns a copy (free_unpacked) or NULL. */
 void gw_counts_put(size_t host, const char *tenant, const Sandgate__V1__HostListResponse *part);
@@ -78,5 +88,8 @@ Sandgate__V1__HostListResponse *gw_counts_get(size_t host, const char *tenant);
 int gw_actions_register(rpc_server *srv, sg_err *err);
 /* files.c */
 int gw_files_register(rpc_server *srv, sg_err *err);
+/* procs.c: background processes; and Exec's process fields (0, or answered) */
+int gw_procs_register(rpc_server *srv, sg_err *err);
+int gw_check_exec_process(gw_req *r, const Sandgate__V1__ExecRequest *req);
 
 #endif

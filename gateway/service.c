@@ -241,6 +241,7 @@ static void fill_host_request(gw_req *r, Sandgate__V1__CreateSandboxRequest *req
     p->limits.disk_bytes = lim.disk_bytes;
     p->limits.idle_timeout_seconds = lim.idle_timeout_s;
     p->limits.max_file_bytes = lim.file_bytes;
+    p->limits.max_processes = lim.processes;
     req->ttl_seconds = lim.ttl_s;
     p->hreq.request = req;
     p->hreq.owner = &p->owner;
@@ -627,11 +628,32 @@ static int cmp_sandbox(const void *a, const void *b)
                   (*(Sandgate__V1__Sandbox *const *)b)->sandbox_id);
 }
 
-static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
-                       int failed)
+/* A page of items (sorted by id, at most a page and one) as the answer. */
+static void list_send(gw_req *r, Sandgate__V1__Sandbox **items, size_t n, int more,
+                      char **unreachable, size_t n_unreachable)
 {
     const Sandgate__V1__ListSandboxesRequest *lreq = (const void *)r->msg;
     uint32_t page = lreq->page_size ? lreq->page_size : LIST_PAGE_DEFAULT;
+    if (n > page) {
+        n = page;
+        more = 1;
+    }
+    char next[256] = "";
+    if (more && n > 0)
+        token_make(items[n - 1]->sandbox_id, next, sizeof next);
+    Sandgate__V1__ListSandboxesResponse out;
+    sandgate__v1__list_sandboxes_response__init(&out);
+    out.n_sandboxes = n;
+    out.sandboxes = items;
+    out.n_unreachable_hosts = n_unreachable;
+    out.unreachable_hosts = unreachable;
+    out.next_page_token = next;
+    rpc_call_reply(r->in, &out.base);
+}
+
+static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t n_parts,
+                       int failed)
+{
     int more = 0;
     size_t total = 0;
     for (size_t i = 0; i < n_parts; i++)
@@ -650,13 +672,6 @@ static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t
         }
     /* Merge the hosts' pages: by id, the first page_size of them. */
     qsort(items, n, sizeof *items, cmp_sandbox);
-    if (n > page) {
-        n = page;
-        more = 1;
-    }
-    char next[256] = "";
-    if (more && n > 0)
-        token_make(items[n - 1]->sandbox_id, next, sizeof next);
     /* A host that is down is named, so the caller knows the answer is partial. */
     char *unreachable[GW_MAX_HOSTS];
     size_t n_unreachable = 0, n_present = 0;
@@ -667,18 +682,42 @@ static void list_reply(gw_req *r, Sandgate__V1__HostListResponse **parts, size_t
         if (!parts[i])
             unreachable[n_unreachable++] = G.hosts[i].name;
     }
-    Sandgate__V1__ListSandboxesResponse out;
-    sandgate__v1__list_sandboxes_response__init(&out);
-    out.n_sandboxes = n;
-    out.sandboxes = items;
-    out.n_unreachable_hosts = n_unreachable;
-    out.unreachable_hosts = unreachable;
-    out.next_page_token = next;
     if (n_present > 0 && n_unreachable == n_present)
         gw_fail_host_unavailable(r->in);
     else
-        rpc_call_reply(r->in, &out.base);
+        list_send(r, items, n, more, unreachable, n_unreachable);
     free(items);
+    gw_req_free(r);
+}
+
+/* The host-side request of a list (filter, cursor, limit): what both the
+ * registry read and the fan-out take. after: the cursor's id (storage). */
+static void list_query(const Sandgate__V1__ListSandboxesRequest *req, char *after,
+                       Sandgate__V1__HostListRequest *q)
+{
+    sandgate__v1__host_list_request__init(q);
+    q->n_metadata = req->n_metadata;
+    q->metadata = (Sandgate__V1__HostListRequest__MetadataEntry **)req->metadata;
+    q->after_id = after;
+    /* One more than a page: whether there is a next page. */
+    q->limit = (req->page_size ? req->page_size : LIST_PAGE_DEFAULT) + 1;
+}
+
+/* etcd mode: the registry answered (the listing copies, records.c), or
+ * could not: then every host is asked, as in the embedded mode. */
+static void list_from_records(gw_req *r, Sandgate__V1__Sandbox **items, size_t n, int more)
+{
+    if (more < 0) {
+        const Sandgate__V1__ListSandboxesRequest *req = (const void *)r->msg;
+        char after[96] = "";
+        if (req->page_token[0])
+            token_parse(req->page_token, after, sizeof after);   /* checked before */
+        Sandgate__V1__HostListRequest q;
+        list_query(req, after, &q);
+        gw_list_all_q(r, r->id.user, &q, list_reply);
+        return;
+    }
+    list_send(r, items, n, more, NULL, 0);
     gw_req_free(r);
 }
 
@@ -703,14 +742,12 @@ static void on_list(rpc_call *c, void *data)
         gw_req_fail(r, &e);
         return;
     }
-    /* One more than a page from each host: whether there is a next page. */
     Sandgate__V1__HostListRequest q;
-    sandgate__v1__host_list_request__init(&q);
-    q.n_metadata = req->n_metadata;
-    q.metadata = (Sandgate__V1__HostListRequest__MetadataEntry **)req->metadata;
-    q.after_id = after;
-    q.limit = (req->page_size ? req->page_size : LIST_PAGE_DEFAULT) + 1;
-    gw_list_all_q(r, r->id.user, &q, list_reply);
+    list_query(req, after, &q);
+    if (G.cfg.registry.n_endpoints)
+        gw_records_list(r, after, &q, list_from_records);   /* no host asked */
+    else
+        gw_list_all_q(r, r->id.user, &q, list_reply);
 }
 
 int gw_service_register(rpc_server *srv, sg_err *err)
@@ -728,7 +765,8 @@ int gw_service_register(rpc_server *srv, sg_err *err)
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         if (rpc_server_add_method(srv, methods[i].path, methods[i].fn, NULL, err) != 0)
             return -1;
-    if (gw_actions_register(srv, err) != 0 || gw_files_register(srv, err) != 0)
+    if (gw_actions_register(srv, err) != 0 || gw_files_register(srv, err) != 0 ||
+        gw_procs_register(srv, err) != 0)
         return -1;
     return rpc_health_register(srv, "sandgate.v1.Sandboxes", err);
 }

@@ -157,6 +157,8 @@ struct host_sandbox {
     host_watch sock;                 /* supervisor channel */
     host_ctx *contexts;
     host_exec *execs;
+    struct host_proc *procs;         /* owned: background processes, oldest first (proc.c) */
+    uint32_t proc_seq;
     rpc_call *create_call;           /* owned ref until the create is answered */
     rpc_call **create_waiters;       /* owned refs: racing creates of the same task */
     size_t n_create_waiters;
@@ -221,6 +223,10 @@ int64_t host_wall_ms(void);
 int host_loop_start(sg_err *err);
 void host_loop_stop(void);
 int host_watch_add(host_watch *w, int fd, void (*fn)(host_watch *, uint32_t), void *owner);
+/* The same with other epoll events (0: errors and hang-ups only), and a change of them. */
+int host_watch_add_events(host_watch *w, int fd, void (*fn)(host_watch *, uint32_t), void *owner,
+                          uint32_t events);
+int host_watch_set_events(host_watch *w, uint32_t events);
 void host_watch_close(host_watch *w);
 
 /* drivers.c: the core's calls on every driver in use (driver.h) */
@@ -303,6 +309,27 @@ void host_exec_destroy(host_exec *e, const char *why);
 void host_exec_tick(host_exec *e, int64_t now_us);
 void host_exec_cancel_call(rpc_call *call);
 
+/* proc.c: a sandbox's background processes (and PTY execs): their output
+ * rings, attachers, stdin, signals, waits. The rpc functions answer the
+ * call themselves (H.mu held, sb running, the message decoded). */
+typedef struct host_proc host_proc;
+int host_proc_start(host_sandbox *sb, const Sandgate__V1__ExecRequest *r, rpc_call *call,
+                    sg_err *err);
+host_proc *host_proc_find(host_sandbox *sb, const char *id);
+void host_proc_started(host_proc *p, int *fds, int nfds);   /* PROC reply: takes the fds */
+void host_proc_failed(host_proc *p, const char *msg);       /* PROCERR */
+void host_proc_exited(host_proc *p, int code, int sig);     /* EXIT */
+void host_procs_destroy(host_sandbox *sb);   /* the sandbox is killed: end every stream */
+void host_procs_free(host_sandbox *sb);
+void host_procs_tick(host_sandbox *sb, int64_t now_us);
+void host_proc_cancel_call(rpc_call *call);
+void host_proc_rpc_list(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m);
+void host_proc_rpc_attach(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m);
+void host_proc_rpc_input(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m);
+void host_proc_rpc_signal(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m);
+void host_proc_rpc_wait(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m);
+void host_proc_rpc_resize(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m);
+
 /* output.c: caps, redaction, event sending */
 void host_action_init(host_action *a, rpc_call *call, uint64_t max_output, uint32_t timeout_s);
 /* Account for len bytes; returns how many may still be sent (0..len). */
@@ -315,6 +342,10 @@ void host_action_release(host_action *a);
  * flushes the hold-back. */
 void host_action_output(host_action *a, const host_sandbox *sb, int exec, int is_err,
                         const uint8_t *data, size_t len, int final);
+/* Redact the next len bytes of one stream, holding back in st a tail that
+ * may start a secret (final=1 flushes it). Returns malloc'd bytes, *out_n of them. */
+uint8_t *host_redact_stream(const host_sandbox *sb, host_stream *st, const uint8_t *data,
+                            size_t len, int final, size_t *out_n);
 /* Redact a whole buffer (results, errors). Returns malloc'd bytes. */
 uint8_t *host_redact_all(const host_sandbox *sb, const uint8_t *data, size_t len, size_t *out_len);
 
@@ -346,9 +377,10 @@ void host_registry_ended(const char *id, const char *tenant, const char *user,
 /* id ended in this life recently (its claim may not be released yet): a
  * create that names it is a stale claim, not a race. */
 int host_registry_was_ended(const char *id);
-/* An Extend moved id's expiry: its record in etcd is rewritten (queued,
+/* An Extend moved id's expiry: its record and listing in etcd are rewritten (queued,
  * retried like a release; no-op in the embedded mode). */
-void host_registry_extended(const char *id, int64_t expires_ms);
+void host_registry_extended(const char *id, const char *tenant, const char *user,
+                            int64_t expires_ms);
 /* Drain (SIGUSR1): the entry says "draining" from now on, reported at once,
  * and gateways place no new task here; the sandboxes here keep running and
  * their tasks keep them. Until the host stops; a no-op without a registry. */

@@ -165,6 +165,8 @@ void policy_decide_limits(const policy *p, const char *tenant, const policy_limi
     CAP(disk_bytes, l->disk_bytes, l->disk_bytes, POL_LIM_DISK, "disk");
     CAP(file_bytes, l->file_bytes, l->file_bytes, POL_LIM_FILE, "file_bytes");
     CAP(egress_bytes, l->egress_bytes, l->egress_bytes, POL_LIM_EGRESS, "egress_bytes");
+    CAP(process_output_bytes, l->process_output_bytes, l->process_output_bytes, POL_LIM_PROC_OUTPUT,
+        "process_output_bytes");
 #undef CAP
     eff->ttl_max_s = l->ttl_max_s;
     if (rule[0])

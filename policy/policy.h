@@ -87,6 +87,8 @@ typedef struct policy_limits {
     uint32_t env_entries;          /* CreateSandbox env: variables */
     uint32_t metadata_entries;     /* CreateSandbox metadata: labels */
     uint32_t metadata_bytes;       /* CreateSandbox metadata: keys + values, summed */
+    uint32_t processes;            /* background processes running at once, per sandbox */
+    uint64_t process_output_bytes; /* per background process stream: the bytes kept */
     uint32_t max_sandboxes_tenant; /* live sandboxes */
     uint32_t max_sandboxes_user;
     uint32_t max_concurrent_actions;
@@ -108,6 +110,9 @@ typedef struct policy_limits {
 #define POLICY_METADATA_BYTES_MAX (16u << 10)
 #define POLICY_METADATA_KEY_MAX 63u
 #define POLICY_METADATA_VALUE_MAX 255u
+/* Background processes: ceilings (what a host holds per sandbox). */
+#define POLICY_PROCESSES_MAX 256u
+#define POLICY_PROCESS_OUTPUT_MAX (64u << 20)
 /* One variable, name + value: "NAME=VALUE" and its NUL within execve's
  * MAX_ARG_STRLEN (128 KiB); not a policy setting. */
 #define POLICY_ENV_VAR_MAX ((128u << 10) - 2)

@@ -10,7 +10,7 @@
 static const char *const limit_keys[] = {
     "action_timeout", "ttl", "ttl_max", "idle_timeout", "output_bytes", "memory",
     "cpu_millis", "pids", "disk", "file_bytes", "egress_bytes", "env_bytes", "env_entries",
-    "metadata_entries", "metadata_bytes", NULL};
+    "metadata_entries", "metadata_bytes", "processes", "process_output_bytes", NULL};
 static const char *const quota_keys[] = {
     "sandboxes_per_tenant", "sandboxes_per_user", "concurrent_actions", "rate_per_s",
     "rate_burst", NULL};
@@ -24,7 +24,8 @@ static void default_limits(policy_limits *l)
         .egress_bytes = 64ull << 20, .env_bytes = POLICY_ENV_BYTES_DEFAULT,
         .env_entries = POLICY_ENV_ENTRIES_DEFAULT,
         .metadata_entries = POLICY_METADATA_ENTRIES_DEFAULT,
-        .metadata_bytes = POLICY_METADATA_BYTES_DEFAULT, .max_sandboxes_tenant = 100, .max_sandboxes_user = 10,
+        .metadata_bytes = POLICY_METADATA_BYTES_DEFAULT, .processes = 16,
+        .process_output_bytes = 1u << 20, .max_sandboxes_tenant = 100, .max_sandboxes_user = 10,
         .max_concurrent_actions = 32, .rate_per_s = 20, .rate_burst = 40};
 }
 
@@ -96,6 +97,15 @@ void pol_read_limits(pol_vctx *v, const ynode *m, const char *path, policy_limit
                 pol_err(v->d, val, sub, "must be at most %u (16KiB), the most a sandbox's "
                         "labels may hold", (unsigned)POLICY_METADATA_BYTES_MAX);
             else if (ok) { l->metadata_bytes = (uint32_t)u64; *set |= POL_LIM_META_BYTES; }
+        }
+        /* Each running process costs the host its output rings. */
+        U32("processes", processes, POL_LIM_PROCESSES, POLICY_PROCESSES_MAX)
+        else if (strcmp(k, "process_output_bytes") == 0) {
+            ok = y_size(v->d, val, sub, &u64) == 0 && positive64(v, val, sub, u64) == 0;
+            if (ok && u64 > POLICY_PROCESS_OUTPUT_MAX)
+                pol_err(v->d, val, sub, "must be at most %u (64MiB), the most a host keeps of "
+                        "one process stream", (unsigned)POLICY_PROCESS_OUTPUT_MAX);
+            else if (ok) { l->process_output_bytes = u64; *set |= POL_LIM_PROC_OUTPUT; }
         }
         (void)ok;
     }

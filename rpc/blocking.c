@@ -1,5 +1,6 @@
-/* blocking.c — synchronous unary and server-streaming calls on a private
- * pluck queue, for the CLI, tests and benchmarks (never on a loop thread). */
+/* blocking.c — synchronous unary, server-streaming and client-streaming
+ * calls on a private pluck queue, for the CLI, tests and benchmarks (never
+ * on a loop thread). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,5 +137,65 @@ int rpc_blocking_stream(grpc_channel *ch, const char *method, const grpc_metadat
         }
     }
     finish(&b, st);
+    return 0;
+}
+
+int rpc_blocking_client_stream(grpc_channel *ch, const char *method, const grpc_metadata *md,
+                               size_t n_md, double timeout_s,
+                               grpc_byte_buffer *(*next)(void *arg), void *arg, uint8_t **resp,
+                               size_t *resp_len, rpc_status *st)
+{
+    blocking b;
+    memset(&b, 0, sizeof b);
+    *resp = NULL;
+    *resp_len = 0;
+    b.cq = grpc_completion_queue_create_for_pluck(NULL);
+    b.details = grpc_empty_slice();
+    grpc_metadata_array_init(&b.init_md);
+    grpc_metadata_array_init(&b.trailing);
+    b.call = grpc_channel_create_call(ch, NULL, 0, b.cq, grpc_slice_from_static_string(method),
+                                      NULL, rpc_deadline_in(timeout_s), NULL);
+    if (!b.call) {
+        grpc_completion_queue_destroy(b.cq);
+        grpc_metadata_array_destroy(&b.init_md);
+        grpc_metadata_array_destroy(&b.trailing);
+        return -1;
+    }
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_SEND_INITIAL_METADATA;
+    op.data.send_initial_metadata.count = n_md;
+    op.data.send_initial_metadata.metadata = (grpc_metadata *)md;
+    grpc_call_start_batch(b.call, &op, 1, (void *)1, NULL);
+    int ok = pluck(&b, (void *)1);
+    /* One message on the wire at a time: the server's flow control paces
+     * the producer. A failed send ends the loop; the status says why. */
+    grpc_byte_buffer *bb;
+    while (ok && (bb = next(arg)) != NULL) {
+        memset(&op, 0, sizeof op);
+        op.op = GRPC_OP_SEND_MESSAGE;
+        op.data.send_message.send_message = bb;
+        grpc_call_start_batch(b.call, &op, 1, (void *)4, NULL);
+        ok = pluck(&b, (void *)4);
+        grpc_byte_buffer_destroy(bb);
+    }
+    grpc_byte_buffer *out = NULL;
+    grpc_op ops[3];
+    memset(ops, 0, sizeof ops);
+    size_t n = 0;
+    if (ok)
+        ops[n++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[n++].data.recv_initial_metadata.recv_initial_metadata = &b.init_md;
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n++].data.recv_message.recv_message = &out;
+    grpc_call_start_batch(b.call, ops, n, (void *)5, NULL);
+    pluck(&b, (void *)5);
+    finish(&b, st);
+    if (out) {
+        if (st->code == GRPC_STATUS_OK)
+            *resp = rpc_flatten(out, resp_len);
+        grpc_byte_buffer_destroy(out);
+    }
     return 0;
 }

@@ -14,7 +14,9 @@
  * maybe_done may find on_done already run there and the batch refs dropped,
  * which freed the struct under them (ASan: use in maybe_done after a free
  * from the completion loop). The caller's promise that on_done has not
- * returned makes the ref at entry safe to take. */
+ * returned (or a ref of its own, rpc_fwd_ref) makes the ref at entry safe
+ * to take. After on_done both are no-ops: reading is over and the call is
+ * released. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -41,7 +43,9 @@ struct rpc_fwd {
     int done_called;
 };
 
-static void fwd_unref(rpc_fwd *f)
+void rpc_fwd_ref(rpc_fwd *f) { atomic_fetch_add(&f->refs, 1); }
+
+void rpc_fwd_unref(rpc_fwd *f)
 {
     if (atomic_fetch_sub(&f->refs, 1) != 1)
         return;
@@ -111,7 +115,7 @@ static void maybe_done(rpc_fwd *f)
     char details[DETAILS_MAX];
     details_str(f->details, details);
     f->cbs.on_done(f->arg, f->status, details, &t);
-    fwd_unref(f);   /* the ref that kept f alive for on_done */
+    rpc_fwd_unref(f);   /* the ref that kept f alive for on_done */
 }
 
 static void on_send_done(void *arg, int ok)
@@ -119,7 +123,7 @@ static void on_send_done(void *arg, int ok)
     rpc_fwd *f = arg;
     grpc_byte_buffer_destroy(f->req);
     f->req = NULL;
-    fwd_unref(f);
+    rpc_fwd_unref(f);
 }
 
 static void on_status(void *arg, int ok)
@@ -129,7 +133,7 @@ static void on_status(void *arg, int ok)
     f->have_status = 1;
     pthread_mutex_unlock(&f->mu);
     maybe_done(f);
-    fwd_unref(f);
+    rpc_fwd_unref(f);
 }
 
 static void on_recv(void *arg, int ok)
@@ -148,7 +152,7 @@ static void on_recv(void *arg, int ok)
         f->cbs.on_message(f->arg, f, bb);
     else
         maybe_done(f);
-    fwd_unref(f);
+    rpc_fwd_unref(f);
 }
 
 void rpc_fwd_next(rpc_fwd *f)
@@ -157,7 +161,7 @@ void rpc_fwd_next(rpc_fwd *f)
     pthread_mutex_lock(&f->mu);
     if (f->reading || f->stream_ended) {
         pthread_mutex_unlock(&f->mu);
-        fwd_unref(f);
+        rpc_fwd_unref(f);
         return;
     }
     f->reading = 1;
@@ -176,7 +180,7 @@ void rpc_fwd_next(rpc_fwd *f)
     pthread_mutex_unlock(&f->mu);
     if (e != GRPC_CALL_OK)
         maybe_done(f);
-    fwd_unref(f);
+    rpc_fwd_unref(f);
 }
 
 void rpc_fwd_cancel(rpc_fwd *f)
@@ -188,7 +192,7 @@ void rpc_fwd_cancel(rpc_fwd *f)
     f->stream_ended = 1;   /* nobody will ask for more */
     pthread_mutex_unlock(&f->mu);
     maybe_done(f);
-    fwd_unref(f);
+    rpc_fwd_unref(f);
 }
 
 /* Registered methods per channel: a call made from a registered handle
@@ -318,7 +322,7 @@ rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *p
     f->status_tag = (rpc_tag){on_status, f};
     grpc_call_start_batch(f->call, &st, 1, &f->status_tag, NULL);
     rpc_fwd_next(f);
-    fwd_unref(f);
+    rpc_fwd_unref(f);
     return f;
 }
 

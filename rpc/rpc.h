@@ -213,6 +213,12 @@ rpc_fwd *rpc_fwd_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *p
                        sg_err *err);
 void rpc_fwd_next(rpc_fwd *f);
 void rpc_fwd_cancel(rpc_fwd *f);
+/* A ref of the caller's own, taken where f is known alive (in on_message):
+ * it keeps f valid after on_done, where rpc_fwd_next and rpc_fwd_cancel do
+ * nothing, for a user whose own completions (a send to its client) may
+ * still call them. Release with rpc_fwd_unref. */
+void rpc_fwd_ref(rpc_fwd *f);
+void rpc_fwd_unref(rpc_fwd *f);
 
 /* ---- outgoing unary call: every op in one batch, one completion ---- */
 typedef struct rpc_unary_result {
@@ -249,6 +255,14 @@ int rpc_blocking_stream(grpc_channel *ch, const char *method, const grpc_metadat
                         size_t n_md, double timeout_s, const ProtobufCMessage *req,
                         int (*on_msg)(void *arg, const uint8_t *buf, size_t len), void *arg,
                         rpc_status *st);
+
+/* A client-streaming call: next(arg) gives each message to send (ours to
+ * destroy) until it returns NULL; then the one response, as in
+ * rpc_blocking_unary. */
+int rpc_blocking_client_stream(grpc_channel *ch, const char *method, const grpc_metadata *md,
+                               size_t n_md, double timeout_s,
+                               grpc_byte_buffer *(*next)(void *arg), void *arg, uint8_t **resp,
+                               size_t *resp_len, rpc_status *st);
 
 gpr_timespec rpc_deadline_in(double seconds);
 double rpc_deadline_left(gpr_timespec deadline);  /* seconds, may be <0; huge if infinite */

@@ -11,6 +11,12 @@ stay the same and only the driver under them changes.
 
     python3 tests/drivers.py FILE     rewrites FILE in place (for shell and C
                                       harnesses), per SANDGATE_TEST_DRIVER
+
+A harness that starts deploy/local/run.sh without a host config of its own
+(run.sh's default is deploy/local/host.yaml, which ships a process and a
+gvisor template) gives it local_host_config(dir) instead, so a process run
+never warms gVisor sandboxes (~110 MiB and 2 s of CPU each; SANDGATE_POOL_SIZE
+sizes every template's pool).
 """
 import os
 import re
@@ -80,6 +86,32 @@ def host_config(text, driver=None):
             out.append("%s  isolation: %s\n" % (_ITEM.match(item[0]).group(1), driver))
         out.extend(item[1:])
     return "".join(out + tail)
+
+
+LOCAL_HOST_YAML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                               "deploy", "local", "host.yaml")
+
+
+def only_templates(text, names):
+    """text (a host config) with only the templates named in names."""
+    head, items, tail = _templates(text.splitlines(keepends=True))
+    keep = [it for it in items if re.match(r"^\s*- name:\s*[\"']?([^\s\"']+)", it[0]).group(1)
+            in names]
+    return "".join(head + [line for it in keep for line in it] + tail)
+
+
+def local_host_config(directory, driver=None, name="host.yaml", only=None):
+    """deploy/local/host.yaml for driver, written to directory/name; returns
+    its path (for SANDGATE_HOST_CONFIG). only: keep just these templates."""
+    with open(LOCAL_HOST_YAML) as f:
+        text = f.read()
+    text = host_config(text, driver)
+    if only:
+        text = only_templates(text, only)
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
 
 
 def rewrite(path, driver=None):

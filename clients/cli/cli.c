@@ -14,13 +14,25 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: sandgate-cli [--addr HOST:PORT] [--key API_KEY] [--user USER] COMMAND ...\n"
-            "  create --template T --task K [--ttl S] [--env K=V]...   prints the sandbox id\n"
-            "  get ID | list | kill ID | extend ID SECONDS\n"
+            "  create --template T --task K [--ttl S] [--env K=V]... [--label K=V]...\n"
+            "                                    prints the sandbox id\n"
+            "  get ID | kill ID | extend ID SECONDS\n"
+            "  list [--label K=V]... [--page-size N] [--page-token T]\n"
+            "                                    every page; with --page-size/--page-token one,\n"
+            "                                    its next_page_token on stderr\n"
             "  context ID                        new context; prints its id\n"
+            "  context list ID | context restart ID [CTX] | context delete ID CTX\n"
+            "  ls ID [PATH] [--recursive] [--max-entries N]   type, size, mode, path per line\n"
+            "  stat ID [PATH] | mkdir ID PATH [--parents] [--mode M] | rm ID PATH [--recursive]\n"
+            "  mv ID FROM TO [--overwrite]\n"
+            "  upload ID LOCAL|- PATH [--offset N] [--mode M]\n"
+            "  download ID PATH [LOCAL|-] [--offset N] [--length N]\n"
+            "  watch ID [PATH] [--recursive] [--timeout S] [--count N]   events, one a line\n"
             "  run ID CODE|- [--context C] [--timeout S] [--max-output N]\n"
             "  exec ID COMMAND [--timeout S]     exit status is the command's\n"
             "  write ID PATH FILE|-  |  read ID PATH\n"
-            "  demo                              an agent session: state, an error, truncation\n"
+            "  demo [--template T]               an agent session: state, an error, truncation,\n"
+            "                                    the kernel it ran under\n"
             "environment: SANDGATE_ADDR (127.0.0.1:7443), SANDGATE_API_KEY, SANDGATE_USER\n");
 }
 

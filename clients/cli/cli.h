@@ -33,6 +33,15 @@ int cli_run(cli_conn *c, const char *sandbox, const char *context, const char *c
             unsigned timeout, unsigned long long max_output, cli_run_result *res);
 int cli_exec(cli_conn *c, const char *sandbox, const char *command, unsigned timeout,
              cli_run_result *res);
-int cli_demo(cli_conn *c);
+/* workspace.c: files, contexts, labels. -1 = not one of its commands. */
+int cli_workspace_dispatch(cli_conn *c, int argc, char **argv);
+/* --label K=V flags into e[0..cap); -1 (message printed) if malformed. */
+int cli_labels_parse(int argc, char **argv, Sandgate__V1__CreateSandboxRequest__MetadataEntry *e,
+                     size_t cap, size_t *n);
+void cli_print_labels(const Sandgate__V1__Sandbox *s);
+/* ListSandboxes with --label filters and pages (--page-size, --page-token). */
+int cli_list(cli_conn *c, int argc, char **argv, void (*print)(const Sandgate__V1__Sandbox *s));
+/* The README's agent session on template_name. */
+int cli_demo(cli_conn *c, const char *template_name);
 
 #endif

@@ -32,8 +32,10 @@ static const char *opt(int argc, char **argv, const char *name, const char *def)
 
 static void print_sandbox(const Sandgate__V1__Sandbox *s)
 {
-    printf("%s\ttemplate=%s user=%s task=%s expires_at=%lld state=%d\n", s->sandbox_id,
+    printf("%s\ttemplate=%s user=%s task=%s expires_at=%lld state=%d", s->sandbox_id,
            s->template_, s->user_id, s->task_id, (long long)s->expires_at, s->state);
+    cli_print_labels(s);
+    printf("\n");
 }
 
 static int cmd_create(cli_conn *c, int argc, char **argv)
@@ -59,6 +61,12 @@ static int cmd_create(cli_conn *c, int argc, char **argv)
         req.n_env++;
     }
     req.env = envp;
+    Sandgate__V1__CreateSandboxRequest__MetadataEntry lab[64], *labp[64];
+    if (cli_labels_parse(argc, argv, lab, 64, &req.n_metadata) != 0)
+        return 2;
+    for (size_t i = 0; i < req.n_metadata; i++)
+        labp[i] = &lab[i];
+    req.metadata = labp;
     Sandgate__V1__Sandbox *s;
     if (cli_unary(c, "/sandgate.v1.Sandboxes/CreateSandbox", &req.base,
                   &sandgate__v1__sandbox__descriptor, (ProtobufCMessage **)&s) != 0)
@@ -104,25 +112,6 @@ static int cmd_sandbox(cli_conn *c, const char *what, const char *id, uint32_t t
     if (rc == 0)
         protobuf_c_message_free_unpacked(out, NULL);
     return rc ? 1 : 0;
-}
-
-static int cmd_list(cli_conn *c)
-{
-    Sandgate__V1__ListSandboxesRequest req;
-    sandgate__v1__list_sandboxes_request__init(&req);
-    req.user_id = (char *)c->user;
-    Sandgate__V1__ListSandboxesResponse *out;
-    if (cli_unary(c, "/sandgate.v1.Sandboxes/ListSandboxes", &req.base,
-                  &sandgate__v1__list_sandboxes_response__descriptor, (ProtobufCMessage **)&out))
-        return 1;
-    for (size_t i = 0; i < out->n_sandboxes; i++)
-        print_sandbox(out->sandboxes[i]);
-    /* A partial answer says so, on stderr so scripts reading ids are unchanged. */
-    for (size_t i = 0; i < out->n_unreachable_hosts; i++)
-        fprintf(stderr, "%s%s%s", i ? ", " : "sandgate-cli: not listed (host unreachable): ",
-                out->unreachable_hosts[i], i + 1 == out->n_unreachable_hosts ? "\n" : "");
-    sandgate__v1__list_sandboxes_response__free_unpacked(out, NULL);
-    return 0;
 }
 
 static int cmd_context(cli_conn *c, const char *id)
@@ -192,9 +181,12 @@ int cli_dispatch(cli_conn *c, int argc, char **argv)
     if (strcmp(cmd, "create") == 0)
         return cmd_create(c, argc, argv);
     if (strcmp(cmd, "list") == 0)
-        return cmd_list(c);
+        return cli_list(c, argc, argv, print_sandbox);
+    int ws = cli_workspace_dispatch(c, argc, argv);   /* files, contexts, labels */
+    if (ws != -1)
+        return ws;
     if (strcmp(cmd, "demo") == 0)
-        return cli_demo(c) ? 1 : 0;
+        return cli_demo(c, opt(argc, argv, "--template", "code-interpreter")) ? 1 : 0;
     if (argc < 2)
         return 2;
     if (!strcmp(cmd, "get") || !strcmp(cmd, "kill") || !strcmp(cmd, "extend"))

@@ -1,7 +1,9 @@
-/* demo.c — the README's agent session: a sandbox for one task, three
- * actions whose variables and imports survive, one error with its
- * traceback (the context survives it), one output past the cap (cut, and
- * the agent is told), an Exec, and the kill in a finally-style cleanup. */
+/* demo.c — the README's agent session: a sandbox for one task on a given
+ * template, three actions whose variables and imports survive, one error
+ * with its traceback (the context survives it), one output past the cap
+ * (cut, and the agent is told), an Exec that shows the kernel the code ran
+ * under (the host's for the process driver, gVisor's Sentry for gvisor),
+ * and the kill in a finally-style cleanup. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +27,16 @@ static void banner(const char *s)
     fflush(stdout);
 }
 
-int cli_demo(cli_conn *c)
+int cli_demo(cli_conn *c, const char *template_name)
 {
+    /* one task per template: a create for the same task returns the
+     * sandbox the task already has, whatever template it names */
+    char task[160];
+    snprintf(task, sizeof task, "demo-%s", template_name);
     Sandgate__V1__CreateSandboxRequest req;
     sandgate__v1__create_sandbox_request__init(&req);
-    req.template_ = "code-interpreter";
-    req.task_id = "demo-task";
+    req.template_ = (char *)template_name;
+    req.task_id = task;
     req.user_id = (char *)c->user;
     req.ttl_seconds = 300;
     Sandgate__V1__Sandbox *s;
@@ -39,8 +45,11 @@ int cli_demo(cli_conn *c)
         return -1;
     char id[128];
     snprintf(id, sizeof id, "%s", s->sandbox_id);
+    char isolation[32];
+    snprintf(isolation, sizeof isolation, "%s", s->isolation && s->isolation[0] ? s->isolation : "process");
     sandgate__v1__sandbox__free_unpacked(s, NULL);
-    printf("created sandbox %s for task demo-task\n", id);
+    printf("created sandbox %s for task %s (template %s, isolation %s)\n", id, task,
+           template_name, isolation);
     int rc = 0;
     cli_run_result res;
     for (size_t i = 0; i < sizeof actions / sizeof actions[0] && rc == 0; i++) {
@@ -65,8 +74,10 @@ int cli_demo(cli_conn *c)
             rc = -1;
     }
     if (rc == 0) {
-        banner("exec: a shell command in the same sandbox");
-        rc = cli_exec(c, id, "uname -n; id -u; ls /", 10, &res);
+        banner("exec: a shell command in the same sandbox, and the kernel it runs under");
+        rc = cli_exec(c, id,
+                      "uname -n; id -u; ls /; echo \"kernel: $(uname -r)\"; cat /proc/version",
+                      10, &res);
     }
     Sandgate__V1__KillSandboxRequest kr;
     sandgate__v1__kill_sandbox_request__init(&kr);

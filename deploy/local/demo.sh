@@ -1,8 +1,11 @@
 #!/bin/sh
 # deploy/local/demo.sh — README command (a): install dependencies, build,
 # start a host and a gateway on loopback with deploy/local/ config, and run
-# a demo agent session through the gateway. Leaves the daemons running;
-# stop them with deploy/local/run.sh stop.
+# a demo agent session through the gateway on each isolation driver: the
+# code-interpreter template (process: namespaces + seccomp on the host's
+# kernel) and code-interpreter-gvisor (gVisor's user-space kernel; its exec
+# step shows uname -r 4.4.0 and gVisor's /proc/version). Leaves the daemons
+# running; stop them with deploy/local/run.sh stop.
 set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -11,8 +14,12 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
 ./deploy/local/run.sh stop >/dev/null 2>&1 || true
 ./deploy/local/run.sh start
-SANDGATE_ADDR="127.0.0.1:$(cat deploy/local/run/gateway.port)" SANDGATE_API_KEY=sg-demo-key-0001 \
-  SANDGATE_USER=alice ./build/bin/sandgate-cli demo
+for t in code-interpreter code-interpreter-gvisor; do
+  echo
+  echo "== demo agent session on template $t =="
+  SANDGATE_ADDR="127.0.0.1:$(cat deploy/local/run/gateway.port)" SANDGATE_API_KEY=sg-demo-key-0001 \
+    SANDGATE_USER=alice ./build/bin/sandgate-cli demo --template "$t"
+done
 # The same from Python: the client installed offline into a venv (docs/clients.md).
 echo
 echo "== Python client (clients/python/examples/quickstart.py) =="

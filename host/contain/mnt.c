@@ -174,11 +174,28 @@ static int dev_links(const sgc_spec *s, char *err, size_t len)
     return 0;
 }
 
+/* A private devpts instance for the sandbox's PTYs (background processes
+ * with a terminal, host/init/children.c): its own numbering, at most 64
+ * terminals, nothing of the host's. /dev/ptmx is its multiplexer. */
+static int dev_pts(const sgc_spec *s, char *err, size_t len)
+{
+    char dst[PATH_SZ];
+    snprintf(dst, sizeof dst, "%s/dev/pts", s->newroot);
+    if (sgc_mkdir_p(dst, 0755, err, len) ||
+        do_mount("devpts", dst, "devpts", MS_NOSUID | MS_NOEXEC,
+                 "newinstance,ptmxmode=0666,mode=0620,max=64", err, len))
+        return -1;
+    snprintf(dst, sizeof dst, "%s/dev/ptmx", s->newroot);
+    if (symlink("pts/ptmx", dst) != 0)
+        return sgc_fail(err, len, "symlink(\"pts/ptmx\", \"%s\")", dst);
+    return 0;
+}
+
 static int dev(const sgc_spec *s, char *err, size_t len)
 {
     char opts[64];
     if (tmpfs_at(s, "/dev", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755", err, len) ||
-        dev_nodes(s, err, len) || dev_links(s, err, len))
+        dev_nodes(s, err, len) || dev_links(s, err, len) || dev_pts(s, err, len))
         return -1;
     snprintf(opts, sizeof opts, "size=%llu,nr_inodes=256,mode=1777",
              (unsigned long long)s->shm_bytes);

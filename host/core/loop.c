@@ -44,6 +44,24 @@ int host_watch_add(host_watch *w, int fd, void (*fn)(host_watch *, uint32_t), vo
     return epoll_ctl(H.epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+int host_watch_add_events(host_watch *w, int fd, void (*fn)(host_watch *, uint32_t), void *owner,
+                          uint32_t events)
+{
+    w->fd = fd;
+    w->fn = fn;
+    w->owner = owner;
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+    return epoll_ctl(H.epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+int host_watch_set_events(host_watch *w, uint32_t events)
+{
+    if (w->fd < 0)
+        return -1;
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+    return epoll_ctl(H.epfd, EPOLL_CTL_MOD, w->fd, &ev);
+}
+
 void host_watch_close(host_watch *w)
 {
     if (w->fd < 0)

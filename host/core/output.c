@@ -158,6 +158,27 @@ static void send_chunk(host_action *a, int exec, int is_err, const uint8_t *data
     }
 }
 
+uint8_t *host_redact_stream(const host_sandbox *sb, host_stream *st, const uint8_t *data,
+                            size_t len, int final, size_t *out_n)
+{
+    size_t n = st->n + len;
+    uint8_t *buf = malloc(n ? n : 1);
+    if (st->n)
+        memcpy(buf, st->hold, st->n);
+    if (len)
+        memcpy(buf + st->n, data, len);
+    size_t consumed;
+    uint8_t *out = redact(sb, buf, n, out_n, &consumed, final);
+    free(st->hold);
+    st->n = n - consumed;
+    st->hold = st->n ? malloc(st->n) : NULL;
+    if (st->n)
+        memcpy(st->hold, buf + consumed, st->n);
+    explicit_bzero(buf, n);
+    free(buf);
+    return out;
+}
+
 void host_action_output(host_action *a, const host_sandbox *sb, int exec, int is_err,
                         const uint8_t *data, size_t len, int final)
 {
@@ -168,22 +189,8 @@ void host_action_output(host_action *a, const host_sandbox *sb, int exec, int is
             send_chunk(a, exec, is_err, data, len);
         return;
     }
-    host_stream *st = is_err ? &a->err : &a->out;
-    size_t n = st->n + len;
-    uint8_t *buf = malloc(n ? n : 1);
-    if (st->n)
-        memcpy(buf, st->hold, st->n);
-    if (len)
-        memcpy(buf + st->n, data, len);
-    size_t out_n, consumed;
-    uint8_t *out = redact(sb, buf, n, &out_n, &consumed, final);
-    free(st->hold);
-    st->n = n - consumed;
-    st->hold = st->n ? malloc(st->n) : NULL;
-    if (st->n)
-        memcpy(st->hold, buf + consumed, st->n);
-    explicit_bzero(buf, n);
-    free(buf);
+    size_t out_n;
+    uint8_t *out = host_redact_stream(sb, is_err ? &a->err : &a->out, data, len, final, &out_n);
     if (out_n)
         send_chunk(a, exec, is_err, out, out_n);
     free(out);

@@ -187,11 +187,12 @@ void host_registry_ended(const char *id, const char *tenant, const char *user,
     enqueue(id, tenant, user, dedupe, 0);
 }
 
-void host_registry_extended(const char *id, int64_t expires_ms)
+void host_registry_extended(const char *id, const char *tenant, const char *user,
+                            int64_t expires_ms)
 {
-    if (!R.running)
+    if (!R.running || !tenant[0])
         return;
-    enqueue(id, "", "", "", expires_ms);
+    enqueue(id, tenant, user, "", expires_ms);
 }
 
 static void enqueue(const char *id, const char *tenant, const char *user, const char *dedupe,
@@ -286,58 +287,92 @@ static int release_one(const release *q, sg_err *err)
     return 0;
 }
 
-/* An Extend: the record's "expires_at" rewritten, read-modify-write on its
- * mod revision, keeping its lease (ignore_lease) and every other field the
- * gateway wrote. A record that is gone stays gone (the sandbox ended, or
- * its lease did). 0 when done or moot, -1 when etcd did not answer. */
-static int extend_one(const release *q, sg_err *err)
+/* A value with the new expiry, in out (cap bytes); its length, or 0 when
+ * it has none to rewrite. */
+typedef size_t (*rewrite_fn)(const ProtobufCBinaryData *v, int64_t expires_ms, uint8_t *out,
+                             size_t cap);
+
+/* The record (JSON): the number after "expires_at":, every other byte kept. */
+static size_t rewrite_record(const ProtobufCBinaryData *v, int64_t expires_ms, uint8_t *out,
+                             size_t cap)
 {
-    char rec[SG_REGKEY_MAX];
-    sg_regkey_sandbox(H.cfg.registry.prefix, q->id, rec, sizeof rec);
+    static const char field[] = "\"expires_at\":";
+    const uint8_t *at = memmem(v->data, v->len, field, sizeof field - 1);
+    if (!at || v->len + 24 > cap)
+        return 0;
+    size_t pre = (size_t)(at - v->data) + sizeof field - 1, end = pre;
+    while (end < v->len && (v->data[end] == '-' || (v->data[end] >= '0' && v->data[end] <= '9')))
+        end++;
+    memcpy(out, v->data, pre);
+    size_t n = pre + (size_t)snprintf((char *)out + pre, cap - pre, "%lld", (long long)expires_ms);
+    memcpy(out + n, v->data + end, v->len - end);
+    return n + v->len - end;
+}
+
+/* The listing copy in the quota key (a packed sandgate.v1.Sandbox, which
+ * gateways list from): its expires_at. */
+static size_t rewrite_listing(const ProtobufCBinaryData *v, int64_t expires_ms, uint8_t *out,
+                              size_t cap)
+{
+    if (!v->len)
+        return 0;   /* a key written before listings were kept: nothing to keep current */
+    Sandgate__V1__Sandbox *sb = (Sandgate__V1__Sandbox *)protobuf_c_message_unpack(
+        &sandgate__v1__sandbox__descriptor, NULL, v->len, v->data);
+    if (!sb)
+        return 0;
+    sb->expires_at = expires_ms;
+    size_t n = protobuf_c_message_get_packed_size(&sb->base);
+    if (n <= cap)
+        protobuf_c_message_pack(&sb->base, out);
+    protobuf_c_message_free_unpacked(&sb->base, NULL);
+    return n <= cap ? n : 0;
+}
+
+/* key's value rewritten, read-modify-write on its mod revision, keeping its
+ * lease (ignore_lease). A key that is gone stays gone (the sandbox ended,
+ * or its lease did). 0 when done or moot, -1 when etcd did not answer. */
+static int rewrite_one(const char *key, const char *id, rewrite_fn fn, int64_t expires_ms,
+                       sg_err *err)
+{
+    enum { VAL_MAX = 64 * 1024 };
+    uint8_t *val = malloc(VAL_MAX);
+    int rc = -1;
+    if (!val)
+        return sg_err_set(err, SG_EINTERNAL, "out of memory");
     for (int round = 0; round < 8; round++) {
         Etcdserverpb__RangeRequest get;
         etcdserverpb__range_request__init(&get);
-        get.key = bin(rec);
+        get.key = bin(key);
         ProtobufCMessage *m = NULL;
         if (etcd_call_sync(R.etcd, ETCD_RANGE, &get.base, &m, err) != 0)
-            return -1;
+            goto out;
         Etcdserverpb__RangeResponse *rr = (Etcdserverpb__RangeResponse *)m;
-        if (rr->n_kvs == 0) {
-            protobuf_c_message_free_unpacked(m, NULL);
-            return 0;
-        }
-        const ProtobufCBinaryData *v = &rr->kvs[0]->value;
-        int64_t mod = rr->kvs[0]->mod_revision;
-        static const char field[] = "\"expires_at\":";
-        const char *at = memmem(v->data, v->len, field, sizeof field - 1);
-        char val[2048];
         size_t n = 0;
-        if (at && v->len + 24 < sizeof val) {
-            size_t pre = (size_t)(at - (const char *)v->data) + sizeof field - 1, end = pre;
-            while (end < v->len && (v->data[end] == '-' || (v->data[end] >= '0' && v->data[end] <= '9')))
-                end++;
-            memcpy(val, v->data, pre);
-            n = pre + (size_t)snprintf(val + pre, sizeof val - pre, "%lld", (long long)q->expires_ms);
-            memcpy(val + n, v->data + end, v->len - end);
-            n += v->len - end;
+        int64_t mod = 0;
+        int absent = rr->n_kvs == 0;
+        if (!absent) {
+            mod = rr->kvs[0]->mod_revision;
+            n = fn(&rr->kvs[0]->value, expires_ms, val, VAL_MAX);
         }
         protobuf_c_message_free_unpacked(m, NULL);
-        if (!n) {
-            sg_log_warn("registry: sandbox %s: its record has no expiry to rewrite; left as is",
-                        q->id);
-            return 0;
+        if (absent || !n) {
+            if (!absent)
+                sg_log_warn("registry: sandbox %s: %s has no expiry to rewrite; left as is", id,
+                            key);
+            rc = 0;
+            goto out;
         }
         Etcdserverpb__Compare cmp, *cmps[] = {&cmp};
         etcdserverpb__compare__init(&cmp);
         cmp.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
         cmp.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD;
-        cmp.key = bin(rec);
+        cmp.key = bin(key);
         cmp.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION;
         cmp.mod_revision = mod;
         Etcdserverpb__PutRequest put;
         etcdserverpb__put_request__init(&put);
-        put.key = bin(rec);
-        put.value = (ProtobufCBinaryData){n, (uint8_t *)val};
+        put.key = bin(key);
+        put.value = (ProtobufCBinaryData){n, val};
         put.ignore_lease = 1;
         Etcdserverpb__RequestOp op, *ops[] = {&op};
         etcdserverpb__request_op__init(&op);
@@ -350,15 +385,31 @@ static int extend_one(const release *q, sg_err *err)
         txn.n_success = 1;
         txn.success = ops;
         if (etcd_call_sync(R.etcd, ETCD_TXN, &txn.base, &m, err) != 0)
-            return -1;
+            goto out;
         int done = ((Etcdserverpb__TxnResponse *)m)->succeeded;
         protobuf_c_message_free_unpacked(m, NULL);
-        if (done)
-            return 0;
-        /* the record changed between the read and the write: read again */
+        if (done) {
+            rc = 0;
+            goto out;
+        }
+        /* the key changed between the read and the write: read again */
     }
-    sg_log_warn("registry: sandbox %s: its record kept changing; expiry not rewritten", q->id);
-    return 0;
+    sg_log_warn("registry: sandbox %s: %s kept changing; expiry not rewritten", id, key);
+    rc = 0;
+out:
+    free(val);
+    return rc;
+}
+
+/* An Extend: the record's expiry and the listing's. */
+static int extend_one(const release *q, sg_err *err)
+{
+    char rec[SG_REGKEY_MAX], live[SG_REGKEY_MAX];
+    sg_regkey_sandbox(H.cfg.registry.prefix, q->id, rec, sizeof rec);
+    sg_regkey_live(H.cfg.registry.prefix, q->tenant, q->user, q->id, live, sizeof live);
+    if (rewrite_one(rec, q->id, rewrite_record, q->expires_ms, err) != 0)
+        return -1;
+    return rewrite_one(live, q->id, rewrite_listing, q->expires_ms, err);
 }
 
 /* Every queued release, in order, until one fails (etcd away: the rest

@@ -61,6 +61,11 @@ static const rpc_field_rule rename_fields[] = {SANDBOX_ID, USER_ID,
                                                {"to_path", RPC_CS_TEXT, 4095}};
 static const rpc_field_rule write_at_fields[] = {SANDBOX_ID, {"path", RPC_CS_TEXT, 4095}};
 
+/* process ids ("p" and a number) are checked for shape by common/procargs.c */
+static const rpc_field_rule proc_fields[] = {SANDBOX_ID, USER_ID, {"process_id", RPC_CS_ID, 15}};
+static const rpc_field_rule signal_fields[] = {SANDBOX_ID, USER_ID, {"process_id", RPC_CS_ID, 15},
+                                               {"signal_name", RPC_CS_ID, 16}};
+
 #define N(a) (sizeof a / sizeof a[0])
 static const rpc_rules table[] = {
     {&sandgate__v1__host_create_request__descriptor, create_fields, N(create_fields), 4096},
@@ -83,6 +88,12 @@ static const rpc_rules table[] = {
     {&sandgate__v1__host_write_at_request__descriptor, write_at_fields, N(write_at_fields), 4096},
     {&sandgate__v1__download_file_request__descriptor, file_fields, N(file_fields), 4096},
     {&sandgate__v1__watch_files_request__descriptor, file_fields, N(file_fields), 4096},
+    {&sandgate__v1__list_processes_request__descriptor, sb_user_fields, N(sb_user_fields), 4096},
+    {&sandgate__v1__attach_process_request__descriptor, proc_fields, N(proc_fields), 4096},
+    {&sandgate__v1__send_input_request__descriptor, proc_fields, N(proc_fields), 4096},
+    {&sandgate__v1__signal_process_request__descriptor, signal_fields, N(signal_fields), 4096},
+    {&sandgate__v1__wait_process_request__descriptor, proc_fields, N(proc_fields), 4096},
+    {&sandgate__v1__resize_pty_request__descriptor, proc_fields, N(proc_fields), 4096},
 };
 
 const rpc_rules *host_rules_for(const ProtobufCMessageDescriptor *d)

@@ -198,6 +198,7 @@ void host_limits_default(Sandgate__V1__Limits *l)
     if (!l->disk_bytes) l->disk_bytes = 256ull << 20;
     if (!l->tmp_bytes) l->tmp_bytes = 64ull << 20;
     if (!l->max_file_bytes) l->max_file_bytes = 8ull << 20;
+    if (!l->max_processes) l->max_processes = 16;
 }
 
 /* A sandbox of a template of this host, with a fresh random id, default
@@ -244,7 +245,10 @@ void host_sandbox_assign(host_sandbox *sb, const Sandgate__V1__HostCreateRequest
     sb->created_ms = sb->last_active_ms = host_wall_ms();
     uint32_t ttl = req->request->ttl_seconds ? req->request->ttl_seconds : 600;
     sb->expires_ms = sb->created_ms + (int64_t)ttl * 1000;
-    sb->create_deadline_us = host_now_us() + CREATE_TIMEOUT_US;
+    /* a pool sandbox still warming keeps a longer budget its driver gave it */
+    int64_t deadline = host_now_us() + CREATE_TIMEOUT_US;
+    if (deadline > sb->create_deadline_us)
+        sb->create_deadline_us = deadline;
     sb->secrets = calloc(req->n_secrets + 1, sizeof *sb->secrets);
     for (size_t i = 0; i < req->n_secrets; i++) {
         const Sandgate__V1__Secret *s = req->secrets[i];
@@ -481,6 +485,16 @@ static void on_ready_ctx(host_sandbox *sb, const char *id, int *fds, int nfds)
     host_ctx_attach(c, fds[0], fds[1], fds[2]);
     if (sb->state == SB_CREATING && strcmp(id, "default") == 0) {
         sb->state = SB_RUNNING;
+        /* The TTL is the owner's time with a usable sandbox, counted from
+         * now: a create that waited for a warm sandbox still starting (a
+         * gVisor one takes seconds on a loaded machine) spends none of it.
+         * created_at moves with it, so expires_at - created_at stays the TTL. */
+        int64_t waited = host_wall_ms() - sb->created_ms;
+        if (waited > 0) {
+            sb->created_ms += waited;
+            sb->expires_ms += waited;
+            sb->last_active_ms = sb->created_ms;
+        }
         if (sb->tenant[0])
             host_journal_created(sb->id, sb->tenant, sb->user, sb->task);
         if (host_pool_log())
@@ -542,10 +556,24 @@ static void handle_sup_msg(host_sandbox *sb, char *msg, int *fds, int nfds)
         host_exec *e = host_exec_find(sb, id);
         if (e)
             host_exec_failed(e, msg);
+    } else if (strcmp(verb, "EXIT") == 0 && id[0] == 'p') {
+        host_proc *p = host_proc_find(sb, id);
+        if (p)
+            host_proc_exited(p, a, b);
     } else if (strcmp(verb, "EXIT") == 0) {
         host_exec *e = host_exec_find(sb, id);
         if (e)
             host_exec_exited(e, a, b);
+    } else if (strcmp(verb, "PROC") == 0) {
+        host_proc *p = host_proc_find(sb, id);
+        if (p) {
+            host_proc_started(p, fds, nfds);   /* takes the fds */
+            return;
+        }
+    } else if (strcmp(verb, "PROCERR") == 0) {
+        host_proc *p = host_proc_find(sb, id);
+        if (p)
+            host_proc_failed(p, msg);
     }
     close_fds(fds, nfds);
 }
@@ -613,6 +641,7 @@ void host_sandbox_kill(host_sandbox *sb, rpc_call *reply_to)
         host_ctx_destroy(c, "the sandbox was killed");
     for (host_exec *e = sb->execs; e; e = e->next)
         host_exec_destroy(e, "the sandbox was killed");
+    host_procs_destroy(sb);
     host_watch_close(&sb->sock);
     host_egress_detach(sb);
     /* Signal and go on: the processes exit (an interpreter's exit takes
@@ -644,6 +673,7 @@ static void sandbox_free(host_sandbox *sb)
         free(e);
         e = n;
     }
+    host_procs_free(sb);
     host_secrets_free(sb);
     host_pool_wipe_activation(sb);
     if (sb->ctx_env) {
@@ -711,10 +741,11 @@ void host_sandboxes_tick(int64_t now_us)
         host_sandbox *next = sb->next;
         if (sb->state == SB_CREATING && now_us > sb->create_deadline_us) {
             host_sandbox_fail_create(sb, SG_EUNAVAIL, "timed out starting (zygote busy or broken)");
-        } else if (wall >= sb->expires_ms) {
+        } else if (sb->state != SB_CREATING && wall >= sb->expires_ms) {
+            /* a create has its own deadline (above); TTL and idle start at READY */
             sg_log_info("sandbox %s expired", sb->id);
             host_sandbox_kill(sb, NULL);
-        } else if (sb->limits.idle_timeout_seconds &&
+        } else if (sb->state != SB_CREATING && sb->limits.idle_timeout_seconds &&
                    wall - sb->last_active_ms >= (int64_t)sb->limits.idle_timeout_seconds * 1000) {
             sg_log_warn("sandbox %s idle; killed", sb->id);
             host_sandbox_kill(sb, NULL);
@@ -722,6 +753,7 @@ void host_sandboxes_tick(int64_t now_us)
             host_ctx_reap_deleted(sb);
             for (host_ctx *c = sb->contexts; c; c = c->next)
                 host_ctx_tick(c, now_us);
+            host_procs_tick(sb, now_us);
             for (host_exec **pe = &sb->execs; *pe;) {
                 host_exec *e = *pe;
                 host_exec_tick(e, now_us);

@@ -252,7 +252,7 @@ static void do_extend(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
     const Sandgate__V1__HostExtendRequest *r = (const Sandgate__V1__HostExtendRequest *)m;
     if (r->expires_at > sb->expires_ms) {
         sb->expires_ms = r->expires_at;
-        host_registry_extended(sb->id, sb->expires_ms);   /* gateways read the record */
+        host_registry_extended(sb->id, sb->tenant, sb->user, sb->expires_ms);   /* gateways read the record */
     }
     reply_sandbox(c, sb);
 }
@@ -379,6 +379,7 @@ static void cancel_exec(void *arg)
 {
     pthread_mutex_lock(&H.mu);
     host_exec_cancel_call(arg);
+    host_proc_cancel_call(arg);
     pthread_mutex_unlock(&H.mu);
 }
 
@@ -387,6 +388,15 @@ static void do_exec(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
     const Sandgate__V1__ExecRequest *r = (const Sandgate__V1__ExecRequest *)m;
     host_exec *e;
     sg_err err;
+    if (r->background || r->pty) {   /* a process (proc.c) */
+        if (host_proc_start(sb, r, c, &err) != 0)
+            rpc_call_fail(c, &err);
+        return;
+    }
+    if (r->pty_rows || r->pty_cols) {
+        fail(c, SG_EINVAL, r->pty_rows ? "pty_rows: set without pty" : "pty_cols: set without pty");
+        return;
+    }
     if (host_exec_start(sb, r->command, &e, &err) != 0)
         rpc_call_fail(c, &err);
     else
@@ -432,7 +442,26 @@ FILE_OP(do_write_at, HOST_FOP_WRITE_AT)
 FILE_OP(do_download, HOST_FOP_DOWNLOAD)
 FILE_OP(do_watch, HOST_FOP_WATCH)
 
+static void cancel_proc(void *arg)
+{
+    pthread_mutex_lock(&H.mu);
+    host_proc_cancel_call(arg);
+    pthread_mutex_unlock(&H.mu);
+}
+
 static const sandbox_op sandbox_ops[] = {
+    {"/sandgate.v1.Host/ListProcesses", &sandgate__v1__list_processes_request__descriptor,
+     host_proc_rpc_list, NULL},
+    {"/sandgate.v1.Host/AttachProcess", &sandgate__v1__attach_process_request__descriptor,
+     host_proc_rpc_attach, cancel_proc},
+    {"/sandgate.v1.Host/SendInput", &sandgate__v1__send_input_request__descriptor,
+     host_proc_rpc_input, NULL},
+    {"/sandgate.v1.Host/SignalProcess", &sandgate__v1__signal_process_request__descriptor,
+     host_proc_rpc_signal, NULL},
+    {"/sandgate.v1.Host/WaitProcess", &sandgate__v1__wait_process_request__descriptor,
+     host_proc_rpc_wait, cancel_proc},
+    {"/sandgate.v1.Host/ResizePty", &sandgate__v1__resize_pty_request__descriptor,
+     host_proc_rpc_resize, NULL},
     {"/sandgate.v1.Host/ExtendSandbox", &sandgate__v1__host_extend_request__descriptor,
      do_extend, NULL},
     {"/sandgate.v1.Host/CreateContext", &sandgate__v1__create_context_request__descriptor,

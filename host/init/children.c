@@ -18,8 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,6 +81,7 @@ static void hand_over(init_state *s, init_child *c, pid_t pid, const char *verb,
                       const char *id, int *fds, int nfds)
 {
     c->pid = pid;
+    c->pty = -1;
     snprintf(c->id, sizeof c->id, "%s", id);
     char m[INIT_ID_MAX + 16];
     snprintf(m, sizeof m, "%s %s", verb, id);
@@ -246,6 +249,185 @@ void init_exec_start(init_state *s, const char *id, const char *command)
     hand_over(s, c, pid, "EXEC", id, host, 2);
 }
 
+/* ---- background processes (PROC) ---- */
+
+#define PROC_SIZE_MAX 1000
+
+/* The sandbox's env for a PTY process: TERM=xterm-256color unless set.
+ * In the forked child only (malloc is safe: we are single-threaded). */
+static char **pty_env(char **envp)
+{
+    size_t n = 0;
+    bool has_term = false;
+    for (; envp && envp[n]; n++)
+        has_term |= strncmp(envp[n], "TERM=", 5) == 0;
+    char **e = calloc(n + 2, sizeof *e);
+    if (!e)
+        return envp;
+    for (size_t i = 0; i < n; i++)
+        e[i] = envp[i];
+    if (!has_term)
+        e[n++] = "TERM=xterm-256color";
+    return e;
+}
+
+/* In the forked child: a new session (for a PTY, the slave becomes its
+ * controlling terminal), default signals, fds 0-2 only. Never returns. */
+static void exec_proc(init_state *s, const char *command, int slave, int in_r, int out_w,
+                      int err_w)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int dfl[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD};
+    for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++)
+        signal(dfl[i], SIG_DFL);
+    if (!s->contained)
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (setsid() < 0)
+        _exit(127);
+    char **envp = s->envp;
+    if (slave >= 0) {   /* our controlling terminal */
+        if (ioctl(slave, TIOCSCTTY, 0) != 0)
+            _exit(127);
+        in_r = out_w = err_w = slave;
+        envp = pty_env(envp);
+    }
+    if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+        _exit(127);
+    char *argv[] = {"/bin/sh", "-c", (char *)command, NULL};
+    execve("/bin/sh", argv, envp);
+    _exit(127);
+}
+
+static int parse_size(const char *v)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    return *v && !*end && x >= 1 && x <= PROC_SIZE_MAX ? (int)x : -1;
+}
+
+/* A PTY master of rows x cols and its slave's name. */
+static int open_pty(int rows, int cols, char *slave, size_t cap)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (m < 0)
+        return -1;
+    struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+    if (grantpt(m) != 0 || unlockpt(m) != 0 || ptsname_r(m, slave, cap) != 0 ||
+        ioctl(m, TIOCSWINSZ, &ws) != 0) {
+        int e = errno;
+        close(m);
+        errno = e;
+        return -1;
+    }
+    return m;
+}
+
+/* PROC <id> <p|t> <rows> <cols> <command>: reply PROC <id> + [in_w, out_r,
+ * err_r] (pipes) or [in_w, out_r] (both dups of the PTY master; we keep a
+ * third for RESIZE), or PROCERR. */
+void init_proc_start(init_state *s, char *args)
+{
+    char *f[5] = {0};
+    for (int i = 0; i < 4 && args; i++) {
+        f[i] = args;
+        args = strchr(args, ' ');
+        if (args)
+            *args++ = 0;
+    }
+    f[4] = args;
+    const char *id = f[0] ? f[0] : "";
+    if (!f[4] || !f[1] || (strcmp(f[1], "p") != 0 && strcmp(f[1], "t") != 0)) {
+        reply_err(s, "PROCERR", id, "malformed PROC message");
+        return;
+    }
+    bool pty = f[1][0] == 't';
+    int rows = parse_size(f[2]), cols = parse_size(f[3]);
+    if (pty && (rows < 0 || cols < 0)) {
+        reply_err(s, "PROCERR", id, "rows and cols must be 1..1000");
+        return;
+    }
+    init_child *c = claim(s, s->exec, INIT_MAX_EXEC, "PROCERR", "process", id);
+    if (!c)
+        return;
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, master = -1, slave = -1;
+    char name[128];
+    /* The slave is open before the fork and held by the child from then
+     * on, so the host never sees the master hung up before it started. */
+    int ok = pty ? (master = open_pty(rows, cols, name, sizeof name)) >= 0 &&
+                       (slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) >= 0
+                 : pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0 &&
+                       pipe2(err, O_CLOEXEC) == 0;
+    pid_t pid = -1;
+    if (ok)
+        pid = fork();
+    if (pid == 0)
+        exec_proc(s, f[4], slave, in[0], out[1], err[1]);
+    int e = errno;
+    int child_ends[] = {in[0], out[1], err[1], slave};
+    close_fds(child_ends, 4);
+    if (pid < 0) {
+        int host_ends[] = {in[1], out[0], err[0], master};
+        close_fds(host_ends, 4);
+        reply_err(s, "PROCERR", id, strerror(e));
+        return;
+    }
+    /* No setpgid(pid, pid) here: a group leader could not setsid. Until the
+     * child's setsid, signals reach it through kill(pid) (init_signal). */
+    if (pty) {
+        int host_ends[] = {fcntl(master, F_DUPFD_CLOEXEC, 3), fcntl(master, F_DUPFD_CLOEXEC, 3)};
+        if (host_ends[0] < 0 || host_ends[1] < 0) {
+            /* no fds to send: the child goes, its reap is not reported */
+            close_fds(host_ends, 2);
+            close(master);
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            reply_err(s, "PROCERR", id, "out of file descriptors");
+            return;
+        }
+        hand_over(s, c, pid, "PROC", id, host_ends, 2);
+        c->pty = master;
+    } else {
+        int host_ends[] = {in[1], out[0], err[0]};
+        hand_over(s, c, pid, "PROC", id, host_ends, 3);
+    }
+}
+
+/* RESIZE <id> <rows> <cols>: ignored unless id is a PTY process and the
+ * sizes are valid. */
+void init_proc_resize(init_state *s, char *args)
+{
+    char id[INIT_ID_MAX + 1], r[16], c[16];
+    if (sscanf(args, "%128s %15s %15s", id, r, c) != 3)
+        return;
+    int rows = parse_size(r), cols = parse_size(c);
+    init_child *ch = find(s->exec, INIT_MAX_EXEC, id);
+    if (!ch || ch->pty < 0 || rows < 0 || cols < 0)
+        return;
+    struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+    ioctl(ch->pty, TIOCSWINSZ, &ws);
+}
+
+/* SIGPROC <id> <signo>: the group and the pid; signo 1..64, else ignored. */
+void init_proc_signal(init_state *s, char *args)
+{
+    char id[INIT_ID_MAX + 1], v[16];
+    if (sscanf(args, "%128s %15s", id, v) != 2)
+        return;
+    char *end;
+    long sig = strtol(v, &end, 10);
+    if (*end || sig < 1 || sig > 64)
+        return;
+    init_child *c = find(s->exec, INIT_MAX_EXEC, id);
+    if (!c)
+        return;
+    /* Each process once: a handled signal sent twice runs its handler twice. */
+    kill(-c->pid, (int)sig);
+    if (getpgid(c->pid) != c->pid)   /* not (or no longer) its group's leader */
+        kill(c->pid, (int)sig);
+}
+
 /* The group catches what the child forked; the pid itself in case the code
  * moved to another group (setsid). Unknown ids are ignored. Safe against pid
  * reuse: an id stays in the table until we reap it. */
@@ -283,6 +465,9 @@ void init_reap(init_state *s)
             }
         for (int i = 0; i < INIT_MAX_EXEC; i++)
             if (s->exec[i].pid == pid) {
+                if (s->exec[i].pty >= 0)
+                    close(s->exec[i].pty);
+                s->exec[i].pty = -1;
                 report(s, "EXIT", &s->exec[i], status);
                 known = 1;
             }

@@ -3,7 +3,7 @@
  * Owns: what pid 1 does between the host and the sandbox once the zygote's
  * fork has made it (PROTOCOL.md §2, §3): READY and the default context to
  * the host, ACTIVATE for a pooled sandbox, the host's CTX / ADOPT / INT /
- * KILLCTX / EXEC / KILLEXEC, the egress listener (EGRESS + fd), SIGCHLD, and killing
+ * KILLCTX / EXEC / KILLEXEC / PROC / SIGPROC / RESIZE, the egress listener (EGRESS + fd), SIGCHLD, and killing
  * everything in the sandbox when the host goes away. Starting and reaping
  * children is children.c's; the ACTIVATE JSON is activate.c's.
  */
@@ -220,6 +220,12 @@ static void on_message(init_state *s, bool *pooled)
         init_exec_start(s, rest, command ? command : "");
     } else if (strcmp(cmd, "KILLEXEC") == 0) {
         init_signal(s, INIT_EXEC, rest, SIGKILL, true);
+    } else if (strcmp(cmd, "PROC") == 0) {
+        init_proc_start(s, rest);
+    } else if (strcmp(cmd, "SIGPROC") == 0) {
+        init_proc_signal(s, rest);
+    } else if (strcmp(cmd, "RESIZE") == 0) {
+        init_proc_resize(s, rest);
     }
     /* Anything else: ignored; the host is trusted, just not infallible. */
 }

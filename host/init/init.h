@@ -4,7 +4,8 @@
  * default context and then execs this program, so an idle sandbox keeps one
  * Python process, its context, next to this small C one. Files:
  *   init.c      argv, the loop on sandbox_sock, the messages, teardown;
- *   children.c  contexts and exec children: start, signal, reap;
+ *   children.c  contexts, exec children and background processes (PROC,
+ *               pipes or a PTY): start, signal, resize, reap;
  *   activate.c  a pooled sandbox's ACTIVATE JSON: env, workdir, egress.
  * Single-threaded; every fd is close-on-exec and children get theirs by
  * dup2. Nothing here reads what sandboxed code writes: accepted egress
@@ -28,6 +29,8 @@ typedef enum { INIT_CTX = 1, INIT_EXEC = 2 } init_kind;
 typedef struct init_child {
     pid_t pid;               /* 0: free slot */
     char id[INIT_ID_MAX + 1];
+    int pty;                 /* owned: a PROC mode t process's PTY master
+                              * (RESIZE), closed when it is reaped; -1 none */
 } init_child;
 
 typedef struct init_state {
@@ -68,6 +71,10 @@ void init_ctx_release_held(init_state *s);
 void init_ctx_adopt(init_state *s, const char *id, pid_t pid);
 void init_exec_start(init_state *s, const char *id, const char *command);
 void init_signal(init_state *s, init_kind kind, const char *id, int sig, bool group);
+/* PROC <id> <mode> <rows> <cols> <command>: args = everything after "PROC ". */
+void init_proc_start(init_state *s, char *args);
+void init_proc_resize(init_state *s, char *args);
+void init_proc_signal(init_state *s, char *args);
 void init_reap(init_state *s);
 void init_kill_descendants(void);
 

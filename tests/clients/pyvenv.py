@@ -18,6 +18,8 @@ import tempfile
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RUN_SH = os.path.join(REPO, "deploy", "local", "run.sh")
+sys.path.insert(0, os.path.join(REPO, "tests"))
+import drivers  # noqa: E402
 _MARK = "SANDGATE_TEST_VENV"
 
 
@@ -97,6 +99,10 @@ class Daemons:
                 f.write(policy_text)
             self.env["SANDGATE_POLICY"] = p
         self.env.update(env or {})
+        if not (env or {}).get("SANDGATE_HOST_CONFIG"):
+            # deploy/local/host.yaml for this run's driver (drivers.py), not as shipped
+            self.env["SANDGATE_HOST_CONFIG"] = drivers.local_host_config(
+                tmp, name=name + "-host.yaml")
         self.addr = None
 
     def _run(self, cmd):

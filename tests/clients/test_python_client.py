@@ -15,6 +15,7 @@ Env: SANDGATE_BUILD (build dir with bin/); SANDGATE_KEEP_TMP=1 keeps the
 temp dir (daemon logs).
 """
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -324,6 +325,49 @@ class WorkspaceFilesTest(Base):
         events.close()
         self.assertEqual(seen, [(pb.FILE_EVENT_CREATE, "w.txt"), (pb.FILE_EVENT_MODIFY, "w.txt"),
                                 (pb.FILE_EVENT_DELETE, "w.txt")])
+
+
+class ProcessesTest(Base):
+
+    def test_background_process_and_pty(self):
+        sb = self.sandbox()
+        p = sb.commands.run("read line; echo got:$line; sleep 30", background=True)
+        self.assertIsInstance(p, sandgate.Process)
+        self.assertEqual([x.process_id for x in sb.commands.list()], [p.process_id])
+        self.assertEqual(p.send_stdin("hi\n"), 0)
+        first = []
+        with contextlib.closing(p.attach()) as evs:
+            for ev in evs:
+                if ev.WhichOneof("event") == "stdout":
+                    first.append(ev.stdout.data)
+                    if b"".join(first) == b"got:hi\n":
+                        break
+        p.signal("TERM")
+        info = p.wait(timeout=20)
+        self.assertEqual(info.state, sb.client.pb.PROCESS_STATE_EXITED)
+        self.assertEqual(info.exit.signal, 15)
+        out = sb.commands.connect(p.process_id).output()
+        self.assertEqual(out.stdout, b"got:hi\n")
+        self.assertEqual(out.exit.signal, 15)
+        with self.assertRaises(sandgate.FailedPrecondition):
+            p.send_stdin("late")
+        with self.assertRaises(sandgate.InvalidArgument) as cm:
+            sb.commands.connect("bogus").kill()
+        self.assertIn("process_id", str(cm.exception))
+        t = sb.pty.create(rows=10, cols=50)
+        t.send_stdin("stty size\n")
+        seen = b""
+        with contextlib.closing(t.attach()) as evs:
+            for ev in evs:
+                seen += ev.stdout.data if ev.WhichOneof("event") == "stdout" else b""
+                if b"10 50" in seen:
+                    break
+        t.resize(33, 77)
+        t.send_stdin("stty size; exit 4\n")
+        out = t.output()
+        self.assertIn(b"10 50", out.stdout)
+        self.assertIn(b"33 77", out.stdout)
+        self.assertEqual(out.exit_code, 4)
 
 
 class LabelsTest(Base):

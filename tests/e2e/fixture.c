@@ -191,10 +191,34 @@ static int write_text(const char *name, const char *text)
     return fclose(f);
 }
 
+/* tests/drivers.py FILE: FILE's templates for the driver this run asks for
+ * (SANDGATE_TEST_DRIVER; e2e_gvisor runs every template under gVisor, e2e
+ * drops deploy/local's gvisor template). */
+static int rewrite_for_driver(const char *path)
+{
+    char script[600];
+    snprintf(script, sizeof script, "%s/tests/drivers.py", F.src);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execl("/usr/bin/python3", "python3", script, path, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "e2e: %s %s failed (status %d)\n", script, path, status);
+        return -1;
+    }
+    return 0;
+}
+
 /* The host config: deploy/local/host.yaml with runtime_dir moved into our
- * temp dir, so a concurrent run elsewhere never shares the newroot. The rest
- * (the name "local" that run.sh's gateway.yaml expects, templates, limits)
- * stays as deployed. */
+ * temp dir, so a concurrent run elsewhere never shares the newroot, and its
+ * templates on this run's driver. The rest (the name "local" that run.sh's
+ * gateway.yaml expects, template names, limits) stays as deployed. */
 static int write_host_config(void)
 {
     char src[600], line[1024];
@@ -221,6 +245,11 @@ static int write_host_config(void)
     }
     int rc = write_text("host.yaml", text.data);
     fx_buf_free(&text);
+    if (rc == 0) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/host.yaml", F.dir);
+        rc = rewrite_for_driver(path);
+    }
     return rc;
 }
 

@@ -314,9 +314,9 @@ class AgentCases:
         self.assertEqual(p.wait(), (-1, 15))
         self.assertEqual(p.output(), b"up\ngot:one\ngot:two\ngot:three\n")
         # The process is gone: its stdin channel ends from the agent's side
-        # (once the shim closes it, or a write finds no reader).
-        self.shim.close_chan(p.inp)
+        # without waiting for the host to close it.
         self.shim.chan_closed(p.inp, 10)
+        self.shim.close_chan(p.inp)   # late: dropped
 
     def test_proc_stdin_eof_and_exit_code(self):
         p = self.shim.start_proc("p-cat", "cat; echo eof >&2; exit 4")

@@ -163,6 +163,8 @@ class ShimWithAgent(unittest.TestCase):
             self.assertEqual(self.sb.expect("EXIT p1")[0], "EXIT p1 -1 15")
             os.set_blocking(out_r, True)
             self.assertEqual(os.read(out_r, 100), b"")
+            # Its stdin went with it: the host's writes fail, in_w open or not.
+            self.assertRaises(BrokenPipeError, os.write, in_w, b"late\n")
         finally:
             for fd in fds:
                 os.close(fd)
@@ -278,6 +280,34 @@ class ShimWithAgent(unittest.TestCase):
         finally:
             for fd in fds:
                 os.close(fd)
+
+
+class DefaultReopened(unittest.TestCase):
+    def test_default_context_opened_again_after_it_died(self):
+        """The host's timeout ladder and RestartContext: KILLCTX default,
+        CTXEXIT, then CTX default. The shim hands the new default over like
+        any later context (it once took the agent's answer for it as out of
+        turn and ended the sandbox)."""
+        sb = sgshim.Shim(SHIM, agent_dir=agentmux.AGENT_DIR)
+        fds = []
+        try:
+            fds = sb.start(env={"FOO": "bar", "PATH": "/usr/bin:/bin"})
+            ctx = socket.socket(fileno=fds.pop(0))
+            fds.insert(0, ctx)
+            self.assertEqual(text(run(ctx, "x = 1\nx")), "1")
+            sb.send("KILLCTX default")
+            self.assertEqual(sb.expect("CTXEXIT default", timeout=30)[0], "CTXEXIT default -1 9")
+            sb.send("CTX default")
+            _, new = sb.expect("CTX default", timeout=60)
+            self.assertEqual(len(new), 3)
+            c2 = socket.socket(fileno=new[0])
+            fds += [c2] + new[1:]
+            self.assertEqual(text(run(c2, "import os\n('x' in globals(), os.environ['FOO'])")),
+                             "(False, 'bar')")
+        finally:
+            for f in fds:
+                f.close() if isinstance(f, socket.socket) else os.close(f)
+            sb.close()
 
 
 def main():

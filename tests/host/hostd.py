@@ -5,9 +5,12 @@ host name), stopped by the same script, and the host's processes read from
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+import drivers  # noqa: E402
 BUILD = os.environ.get("SANDGATE_BUILD", os.path.join(REPO, "build"))
 CLI = os.path.join(BUILD, "bin", "sandgate-cli")
 RUN_SH = os.path.join(REPO, "deploy", "local", "run.sh")
@@ -25,8 +28,8 @@ class Daemons:
         self.env.pop("SANDGATE_POOL_SIZE", None)
         if pool_size is not None:
             self.env["SANDGATE_POOL_SIZE"] = str(pool_size)
-        if host_config is not None:
-            self.env["SANDGATE_HOST_CONFIG"] = host_config
+        # deploy/local/host.yaml for this run's driver (drivers.py), not as shipped
+        self.env["SANDGATE_HOST_CONFIG"] = host_config or drivers.local_host_config(self.tmp)
         try:
             subprocess.run([RUN_SH, "start"], env=self.env, check=True, capture_output=True)
             run = self.env["SANDGATE_RUN_DIR"]

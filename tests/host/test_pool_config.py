@@ -15,13 +15,13 @@ import tempfile
 import time
 import unittest
 
-from hostd import REPO, Daemons, children, zygotes
+from hostd import REPO, Daemons, children, drivers, zygotes
 
 
 class PoolFromConfig(unittest.TestCase):
     def start(self, pool_size=None):
         with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
-            cfg = f.read()
+            cfg = drivers.host_config(f.read(), "process")   # the zygote's pool: process only
         # The template is the file's last block: drop its pool line, add ours.
         cfg = re.sub(r"^ +pool:.*\n", "", cfg, flags=re.M).rstrip("\n") + "\n    pool: 2\n"
         fd, self.cfg_path = tempfile.mkstemp(prefix="sgpool.", suffix=".yaml")

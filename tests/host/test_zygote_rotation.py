@@ -26,7 +26,7 @@ import tempfile
 import time
 import unittest
 
-from hostd import REPO, Daemons, zygotes
+from hostd import REPO, Daemons, drivers, zygotes
 
 FP_CODE = ("import ctypes, sys\n"
            "stack = [int(l.split('-')[0], 16) for l in open('/proc/self/maps')"
@@ -43,7 +43,7 @@ def niceness(pid):
 
 def host_config(extra):
     with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
-        cfg = f.read()
+        cfg = drivers.host_config(f.read(), "process")   # rotation is the zygote's
     # The template is the file's last block: drop its pool and rotate_* lines, add ours.
     cfg = re.sub(r"^ +(pool|rotate_forks|rotate_after):.*\n", "", cfg, flags=re.M).rstrip("\n") + "\n"
     cfg += "".join("    %s\n" % line for line in extra)

@@ -159,7 +159,7 @@ class Cluster:
         d = os.path.join(self.tmp, name)
         os.makedirs(os.path.join(d, "rt"), exist_ok=True)
         with open(HOST_YAML) as f:
-            y = f.read()
+            y = sgtenancy.drivers.host_config(f.read())   # for this run's driver
         y = re.sub(r"(?m)^runtime_dir:.*$", "runtime_dir: %s/rt" % d, y)
         y = re.sub(r"(?m)^uid_base:.*$", "uid_base: %d" % self._uid_next, y)
         y = re.sub(r"(?m)^max_sandboxes:.*$", "max_sandboxes: %d" % self.max_sandboxes, y)

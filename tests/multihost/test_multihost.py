@@ -58,6 +58,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tenancy"))
 import sgnet  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, ".."))
+import drivers  # noqa: E402
 
 NODES = {"c": 2, "e1": 11, "e2": 12, "e3": 13, "g1": 21, "g2": 22,
          "h1": 31, "h2": 32, "h3": 33}
@@ -155,7 +157,7 @@ class Cluster:
         os.makedirs(os.path.join(d, "rt"), exist_ok=True)
         cfg = os.path.join(d, "host.yaml")
         with open(os.path.join(HERE, "..", "..", "deploy", "local", "host.yaml")) as f:
-            text = f.read()
+            text = drivers.host_config(f.read())   # for this run's driver
         lines = []
         for line in text.splitlines():
             if line.startswith("listen:"):

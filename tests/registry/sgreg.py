@@ -3,6 +3,7 @@
 import os
 import socket
 import subprocess
+import sys
 import time
 
 
@@ -79,6 +80,8 @@ class Etcd:
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("SANDGATE_BUILD", os.path.join(REPO, "build"))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+import drivers  # noqa: E402
 
 
 class Fleet:
@@ -103,7 +106,7 @@ class Fleet:
         with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
             self.host_yaml = os.path.join(tmp, "host.yaml")
             with open(self.host_yaml, "w") as out:
-                out.write(f.read() + reg + "  lease_ttl: %d\n" % lease_ttl)
+                out.write(drivers.host_config(f.read()) + reg + "  lease_ttl: %d\n" % lease_ttl)
         self.lease_ttl = lease_ttl
         self.gw_yaml = os.path.join(tmp, "gateway.yaml")
         with open(self.gw_yaml, "w") as f:

@@ -22,7 +22,12 @@ lease ttl 2 s. Checks, in order:
      hosts, neither taking more than 9;
   8. an Extend through one gateway rewrites the record's expiry (same
      lease, every other field as the create wrote it); a shorter one does
-     not shorten it; a kill still removes the record.
+     not shorten it; a kill still removes the record;
+  9. ListSandboxes reads the records, not the hosts: with every host
+     stopped, pages of 2 walk all 5 of a user's sandboxes (created through
+     both gateways) at once, with what the host reported at create, a label
+     filter and another user's empty list answer too; an Extend shows in
+     the list, a kill leaves it.
 
 Env: SANDGATE_BUILD. Run with /usr/bin/python3 as root.
 """
@@ -351,6 +356,70 @@ class Records(unittest.TestCase):
         wait(lambda: record(f, sid)[0] is None, "the kill's release", 10)
         time.sleep(0.5)
         self.assertIsNone(record(f, sid)[0])   # the extend did not bring it back
+
+
+    def test_9_list_comes_from_the_records_not_the_hosts(self):
+        f, user = S["f"], "u9"
+        made = {}
+        for i in range(5):
+            api = S["g1"] if i % 2 else S["g2"]
+            sb = api.create(KD, user, "lst-%d-%s" % (i, uuid.uuid4().hex[:4]),
+                            metadata={"team": "a" if i < 3 else "b", "n": str(i)})
+            made[sb.sandbox_id] = sb
+        ids = sorted(made)
+        team_a = sorted(k for k, v in made.items() if v.metadata["team"] == "a")
+        # every host stopped: a list that asked them would wait out their
+        # 1 s deadline and fail; one read from etcd answers at once
+        stopped = list(f.hosts.values())
+        for p in stopped:
+            os.kill(p.pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            got, token, pages = [], "", 0
+            while True:
+                resp = S["g2"].call("ListSandboxes", S["g2"].pb.ListSandboxesRequest(
+                    user_id=user, page_size=2, page_token=token), KD, timeout=5)
+                got += list(resp.sandboxes)
+                pages += 1
+                self.assertEqual(list(resp.unreachable_hosts), [])
+                token = resp.next_page_token
+                if not token:
+                    break
+            filt = S["g1"].call("ListSandboxes", S["g1"].pb.ListSandboxesRequest(
+                user_id=user, metadata={"team": "a"}), KD, timeout=5)
+            other = S["g1"].call("ListSandboxes", S["g1"].pb.ListSandboxesRequest(
+                user_id="u9-other"), KD, timeout=5)
+            took = time.monotonic() - t0
+        finally:
+            for p in stopped:
+                os.kill(p.pid, signal.SIGCONT)
+        print("5 pages and 2 lists from etcd with every host stopped: %.3f s" % took)
+        self.assertLess(took, 0.9)
+        self.assertEqual([x.sandbox_id for x in got], ids)
+        self.assertEqual(pages, 3)
+        for x in got:   # what the host said at create, as the list says it
+            want = made[x.sandbox_id]
+            for field in ("template", "user_id", "task_id", "isolation", "state"):
+                self.assertEqual(getattr(x, field), getattr(want, field), field)
+            self.assertEqual(dict(x.metadata), dict(want.metadata))
+            self.assertLess(abs(x.created_at - want.created_at), 2000)
+            self.assertLess(abs(x.expires_at - want.expires_at), 2000)
+        self.assertEqual([x.sandbox_id for x in filt.sandboxes], team_a)
+        self.assertEqual(list(other.sandboxes), [])
+        # an Extend shows in the list; a kill leaves it
+        sid = ids[0]
+        ext = S["g1"].call("ExtendSandbox", S["g1"].pb.ExtendSandboxRequest(
+            sandbox_id=sid, user_id=user, ttl_seconds=1800), KD)
+
+        def listed():
+            resp = S["g2"].call("ListSandboxes", S["g2"].pb.ListSandboxesRequest(user_id=user), KD)
+            return {x.sandbox_id: x for x in resp.sandboxes}
+        wait(lambda: listed()[sid].expires_at == ext.expires_at, "the list to show the extend", 5)
+        S["g2"].kill(KD, user, sid)
+        wait(lambda: sid not in listed(), "the killed sandbox to leave the list", 5)
+        self.assertEqual(sorted(listed()), ids[1:])
+        for x in ids[1:]:
+            S["g1"].kill(KD, user, x)
 
 
 def get(api, sid, timeout=30):

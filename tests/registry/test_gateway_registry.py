@@ -22,7 +22,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgreg import Etcd, free_port, read, wait  # noqa: E402
+from sgreg import Etcd, drivers, free_port, read, wait  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("SANDGATE_BUILD", os.path.join(REPO, "build"))
@@ -90,7 +90,7 @@ def setUpModule():
     with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
         S["host_yaml"] = os.path.join(tmp, "host.yaml")
         with open(S["host_yaml"], "w") as out:
-            out.write(f.read() + registry)
+            out.write(drivers.host_config(f.read()) + registry)   # for this run's driver
     gw_yaml = os.path.join(tmp, "gateway.yaml")
     with open(gw_yaml, "w") as f:
         f.write("listen: \"127.0.0.1:1\"\npolicy: \"%s\"\naudit_log: \"%s\"\n%s" % (

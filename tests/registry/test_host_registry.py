@@ -25,7 +25,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgreg import Etcd, free_port, read, wait  # noqa: E402
+from sgreg import Etcd, drivers, free_port, read, wait  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RUN_SH = os.path.join(REPO, "deploy", "local", "run.sh")
@@ -90,7 +90,7 @@ def setUpModule():
     start_etcd()
     prefix = "/sgtest-%s/" % uuid.uuid4().hex[:8]
     with open(os.path.join(REPO, "deploy", "local", "host.yaml")) as f:
-        cfg = f.read()
+        cfg = drivers.host_config(f.read())   # for this run's driver
     cfg += ("registry:\n  etcd: [\"%s\"]\n  prefix: %s\n  lease_ttl: %d\n" % (S["ep"], prefix, TTL))
     S["host_yaml"] = os.path.join(tmp, "host.yaml")
     with open(S["host_yaml"], "w") as f:

@@ -4,6 +4,23 @@ Owns: end-to-end tests of zygote → sandbox → supervisor → context with rea
 processes, run with --no-contain (no namespaces, so no root needed). The test
 plays the host through host_double.py. Every process started is killed by
 pid in tearDown.
+
+Both drivers (tests/drivers.py): runtime_protocol plays the host to
+sandgate-init (the process driver's pid 1); runtime_protocol_gvisor plays it,
+with the same supervisor and context protocol (PROTOCOL.md sections 2a, 3,
+4), to the gvisor driver's peer: the real sandgate-gvisor-shim with the real
+agent as pid 1 of a runsc container (tests/gvisor/sgshim.py; root and runsc).
+The notebook, error, interrupt, context, exec, environment, re-seeding,
+pool and host-gone cases run on both. Process-only, each skipped in the
+gvisor run saying why: the handshake's PID under the zygote, pid 1 being
+sandgate-init, a held context killed from the host (all three look at pids
+on the host's /proc, and a gVisor sandbox's processes live inside the
+Sentry, invisible there), and the zygote's own lifetime (the gvisor driver
+has no zygote: each sandbox is a container its shim starts). In the gvisor
+run one sandbox serves the whole RuntimeTest class (a gVisor sandbox takes
+2 s+ to start under ptrace) and each test gets a fresh context of it; the
+cases that need a sandbox of their own (re-seeding across sandboxes, host
+gone, the pool) start one.
 """
 
 import os
@@ -12,36 +29,145 @@ import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
 from host_double import (Sandbox, Zygote, descendants,  # noqa: E402
                          proc_stat, results, rich_results, text_result)
+import drivers  # noqa: E402
 
 SECRET = "SANDGATE_TEST_SECRET"
+GVISOR = drivers.is_gvisor()
+# The workdir a sandbox is activated with: the gvisor bundle's workspace is
+# /workspace (the shim makes it); the process runs use /tmp (--no-contain).
+WORKDIR = "/workspace" if GVISOR else "/tmp"
+
+
+def process_only(why):
+    return unittest.skipIf(GVISOR, "process driver only: " + why)
+
+
+if GVISOR:
+    sys.path.insert(0, os.path.join(HERE, "..", "gvisor"))
+    import agentmux  # noqa: E402
+    import sgshim  # noqa: E402
+    SHIM = os.environ.get("SANDGATE_GVISOR_SHIM", os.path.join(
+        HERE, "..", "..", "build", "bin", "sandgate-gvisor-shim"))
+
+
+class ShimSandbox(Sandbox):
+    """A gvisor-driver sandbox (the shim and, inside runsc, the agent),
+    spoken to through host_double's Sandbox: the shim speaks the same
+    supervisor protocol as sandgate-init, and its contexts section 4."""
+
+    # deploy/local's template binds beyond sgshim's: Debian's matplotlib
+    # reads /etc/matplotlibrc (import fails without it), fontconfig /etc/fonts
+    BINDS = ["--ro-bind", "/etc/matplotlibrc", "--ro-bind", "/etc/fonts"]
+
+    def __init__(self, preload="numpy"):
+        self.shim = sgshim.Shim(SHIM, agent_dir=agentmux.AGENT_DIR, extra=self.BINDS + (
+            ["--preload", preload] if preload else []))
+        super().__init__(self.shim.sock)
+
+    def pooled(self):
+        # no PID line: the shim's sandbox starts POOLED (PROTOCOL.md, gvisor)
+        self.expect(b"POOLED", timeout=120)
+
+    def close(self):
+        super().close()
+        self.shim.close()
+
+
+def gvisor_require():
+    """The gvisor run fails, never skips, where it cannot run."""
+    assert os.geteuid() == 0, "the gvisor run needs root (cgroups, runsc)"
+    assert os.access("/usr/bin/runsc", os.X_OK), "no /usr/bin/runsc (deploy/packages.txt)"
+    assert os.access(SHIM, os.X_OK), "no sandgate-gvisor-shim at " + SHIM
+
+
+def new_sandbox(zygote, env, workdir=WORKDIR, preload=""):
+    """A sandbox activated with env, and its default context. gvisor: the
+    agent preloads `preload` (none by default: importing numpy under ptrace
+    costs ~1 s a sandbox, and only RuntimeTest's shared sandbox needs it
+    preloaded); the process zygote always has its numpy."""
+    if GVISOR:
+        sb = ShimSandbox(preload)
+        try:
+            sb.pooled()
+            return sb, sb.activate(env, workdir=workdir)
+        except BaseException:
+            sb.close()
+            raise
+    sb = zygote.create(env=env, workdir=workdir)
+    return sb, sb.handshake()
+
+
+def new_pool_sandbox(zygote):
+    """A pool sandbox (PROTOCOL.md 2a) that has said POOLED."""
+    sb = ShimSandbox("") if GVISOR else zygote.create(pool=True)
+    try:
+        sb.pooled()
+    except BaseException:
+        sb.close()
+        raise
+    return sb
+
+
+SANDBOX_ENV = {"SANDBOX_VAR": "visible", "PATH": "/usr/bin:/bin"}
 
 
 class RuntimeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        # The zygote gets the test's whole environment, secret included: the
-        # sandbox must still see only what CREATE sets.
+        # The zygote (gvisor: the shim) gets the test's whole environment,
+        # secret included: the sandbox must still see only what CREATE sets.
         env = dict(os.environ)
         env[SECRET] = "leaked"
-        cls.zygote = Zygote(preload="numpy", env=env)
+        cls.zygote = cls.shared = None
+        if GVISOR:
+            gvisor_require()
+            os.environ[SECRET] = "leaked"     # the shim inherits ours
+            cls.shared, default = new_sandbox(None, SANDBOX_ENV, preload="numpy")
+            default.close()
+            cls.n_ctx = 0
+        else:
+            cls.zygote = Zygote(preload="numpy", env=env)
 
     @classmethod
     def tearDownClass(cls):
-        cls.zygote.close()
+        if cls.shared:
+            cls.shared.close()
+        if cls.zygote:
+            cls.zygote.close()
 
     def setUp(self):
-        self.sb = self.zygote.create(env={"SANDBOX_VAR": "visible",
-                                          "PATH": "/usr/bin:/bin"})
-        self.ctx = self.sb.handshake()
+        if GVISOR:
+            # one sandbox for the class, a fresh context per test (see the top)
+            RuntimeTest.n_ctx += 1
+            self.sb = self.shared
+            self.ctx = self.sb.new_context("t%d" % self.n_ctx)
+        else:
+            self.sb, self.ctx = new_sandbox(self.zygote, SANDBOX_ENV)
 
     def tearDown(self):
         self.ctx.close()
-        self.sb.close()
+        if not GVISOR:
+            self.sb.close()
+
+    def assert_gone(self, pid):
+        """The context process pid has exited and been reaped."""
+        if not GVISOR:
+            self.assertIsNone(proc_stat(pid), "context reaped")
+            return
+        # inside gVisor: its pid namespace is the Sentry's, seen from a context
+        deadline = time.monotonic() + 5
+        while text_result(self.ctx.run("import os\nos.path.exists('/proc/%d')" % pid)) != "False":
+            self.assertLess(time.monotonic(), deadline, "context %d not reaped" % pid)
+            time.sleep(0.05)
 
     # -- create --
+    @process_only("the handshake's PID is a zygote child on the host; a gVisor sandbox "
+                  "says POOLED with no PID and its processes live inside the Sentry")
     def test_handshake(self):
         st = proc_stat(self.sb.pid)
         self.assertIsNotNone(st, "PID names a live process")
@@ -196,7 +322,7 @@ class RuntimeTest(unittest.TestCase):
         self.ctx.run("n = 41")
         self.ctx.submit("while True:\n    pass")
         time.sleep(0.3)
-        self.sb.send("INT default")
+        self.sb.send("INT %s" % self.ctx.id)
         f = self.ctx.collect(timeout=5)
         xs = results(f, "x")
         self.assertEqual(len(xs), 1)
@@ -204,7 +330,7 @@ class RuntimeTest(unittest.TestCase):
         self.assertEqual(f[-1], ("d", b""))
         self.assertEqual(text_result(self.ctx.run("n + 1")), "42")
         # An interrupt while idle does not hurt the context.
-        self.sb.send("INT default")
+        self.sb.send("INT %s" % self.ctx.id)
         time.sleep(0.1)
         self.assertEqual(text_result(self.ctx.run("n")), "41")
 
@@ -222,7 +348,7 @@ class RuntimeTest(unittest.TestCase):
             self.sb.send("KILLCTX stubborn")
             m, _ = self.sb.expect(b"CTXEXIT stubborn")
             self.assertEqual(m, b"CTXEXIT stubborn -1 9")
-            self.assertIsNone(proc_stat(pid), "context reaped")
+            self.assert_gone(pid)
         finally:
             ctx.close()
         # The default context is untouched.
@@ -249,7 +375,10 @@ class RuntimeTest(unittest.TestCase):
             self.assertEqual(text_result(other.run("__name__")), "'__main__'")
             # Each context its own process group, so KILLCTX's killpg works.
             pid = int(text_result(other.run("import os\nos.getpid()")))
-            self.assertEqual(proc_stat(pid)[2], pid)
+            if GVISOR:   # a pid inside the Sentry: ask the context itself
+                self.assertEqual(text_result(other.run("os.getpgrp()")), str(pid))
+            else:
+                self.assertEqual(proc_stat(pid)[2], pid)
             self.sb.send("CTX c2")  # still running: refused
             m, _ = self.sb.expect(b"CTXERR c2")
         finally:
@@ -293,6 +422,9 @@ class RuntimeTest(unittest.TestCase):
             os.close(out_r)
             os.close(err_r)
 
+    @process_only("pid 1 is sandgate-init on the host's /proc; under gVisor it is the agent, "
+                  "inside the Sentry (test_later_context_is_fresh_with_sandbox_env checks a "
+                  "context's ppid is 1)")
     def test_pid1_is_sandgate_init_with_one_python(self):
         with open("/proc/%d/comm" % self.sb.pid) as f:
             self.assertEqual(f.read().strip(), "sandgate-init")
@@ -304,13 +436,15 @@ class RuntimeTest(unittest.TestCase):
     def test_later_context_is_fresh_with_sandbox_env(self):
         # Not a fork: a new interpreter, started by pid 1 with the CREATE env
         # and workdir, that has imported nothing of the template's preload.
+        # gvisor: a fork of the agent (pid 1 inside) after its preload
+        # (host/drivers/gvisor/PROTOCOL.md, "Contexts"), so numpy is there.
         other = self.sb.new_context("c3")
         try:
             f = other.run("import os, sys\n(os.environ.get('SANDBOX_VAR'), "
                           "os.environ.get(%r), os.getcwd(), 'numpy' in sys.modules, "
                           "os.getppid())" % SECRET)
-            self.assertEqual(text_result(f),
-                             "('visible', None, '/tmp', False, %d)" % self.sb.pid)
+            self.assertEqual(text_result(f), "('visible', None, %r, %s, %d)" % (
+                WORKDIR, GVISOR, 1 if GVISOR else self.sb.pid))
             f = other.run("import numpy\nint(numpy.arange(4).sum())")
             self.assertEqual(text_result(f), "6")
         finally:
@@ -318,8 +452,7 @@ class RuntimeTest(unittest.TestCase):
 
     def test_sandboxes_and_contexts_reseeded(self):
         code = "import random, numpy\n(random.random(), numpy.random.rand())"
-        sb2 = self.zygote.create()
-        ctx2 = sb2.handshake()
+        sb2, ctx2 = new_sandbox(self.zygote, {})
         ctx3 = self.sb.new_context("r3")
         try:
             a = text_result(self.ctx.run(code))
@@ -337,6 +470,8 @@ class RuntimeTest(unittest.TestCase):
 
     # -- teardown --
     def test_host_gone_kills_sandbox_and_zygote_reaps(self):
+        if GVISOR:
+            return self.host_gone_gvisor()
         sb = self.zygote.create()
         ctx = sb.handshake()
         try:
@@ -375,6 +510,31 @@ class RuntimeTest(unittest.TestCase):
                    if (proc_stat(p) or ("?",))[0] == "Z"]
         self.assertEqual(zombies, [])
 
+    def host_gone_gvisor(self):
+        """The gvisor form: EOF on the shim's socket ends the container
+        (Sentry, gofer, every process inside, a setsid daemon and an exec
+        too): the shim exits and the sandbox's cgroup empties, before
+        sgshim's own cleanup would kill anything."""
+        sb, ctx = new_sandbox(None, {"PATH": "/usr/bin:/bin"})
+        try:
+            ctx.run("import subprocess\nsubprocess.Popen(['/bin/sh', '-c', "
+                    "'setsid sleep 300 &'])")
+            out_r, err_r = sb.exec("long", "sleep 300")
+            os.close(out_r)
+            os.close(err_r)
+            self.assertTrue(sgshim.cgroup_pids(sb.shim.cg))
+            ctx.close()
+            sb.sock.close()   # the host gone
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                if sb.shim.proc.poll() is not None and not sgshim.cgroup_pids(sb.shim.cg):
+                    break
+                time.sleep(0.05)
+            self.assertIsNotNone(sb.shim.proc.poll(), "the shim outlived its host")
+            self.assertEqual(sgshim.cgroup_pids(sb.shim.cg), set(), "left in the cgroup")
+        finally:
+            sb.close()
+
 
 class PoolTest(unittest.TestCase):
     """Pool sandboxes (PROTOCOL.md section 2a): made before any request,
@@ -382,16 +542,20 @@ class PoolTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.zygote = Zygote(preload="numpy")
+        cls.zygote = None
+        if GVISOR:
+            gvisor_require()
+        else:
+            cls.zygote = Zygote(preload="numpy")
 
     @classmethod
     def tearDownClass(cls):
-        cls.zygote.close()
+        if cls.zygote:
+            cls.zygote.close()
 
     def test_nothing_before_activate_then_env_and_workdir(self):
-        sb = self.zygote.create(pool=True)
+        sb = new_pool_sandbox(self.zygote)
         try:
-            sb.pooled()
             # A pool sandbox says nothing more until it is activated.
             with self.assertRaises(TimeoutError):
                 sb.expect(b"READY", timeout=0.3)
@@ -416,10 +580,10 @@ class PoolTest(unittest.TestCase):
 
     def test_pool_sandboxes_reseeded_at_activation(self):
         code = "import random, numpy\n(random.random(), numpy.random.rand())"
-        sbs = [self.zygote.create(pool=True) for _ in range(2)]
+        sbs = []
         try:
-            for sb in sbs:
-                sb.pooled()
+            for _ in range(2):
+                sbs.append(new_pool_sandbox(self.zygote))
             ctxs = [sb.activate({}) for sb in sbs]
             a, b = (eval(text_result(c.run(code))) for c in ctxs)
             self.assertNotEqual(a[0], b[0])
@@ -430,6 +594,9 @@ class PoolTest(unittest.TestCase):
             for sb in sbs:
                 sb.close()
 
+    @process_only("the held context is killed by its host pid; under gVisor it is a pid "
+                  "inside the Sentry the host cannot signal (gvisor_agent_runsc covers the "
+                  "agent replacing a held context that died)")
     def test_held_context_died_before_activate(self):
         # sandgate-init starts a fresh context under the held one's id.
         sb = self.zygote.create(pool=True)
@@ -449,9 +616,8 @@ class PoolTest(unittest.TestCase):
             sb.close()
 
     def test_bad_activate_is_err(self):
-        sb = self.zygote.create(pool=True)
+        sb = new_pool_sandbox(self.zygote)
         try:
-            sb.pooled()
             sb.send("ACTIVATE " + '{"env": {"A": 1}}')
             m, _ = sb.expect(b"ERR ")
             self.assertIn(b"env", m)
@@ -459,6 +625,20 @@ class PoolTest(unittest.TestCase):
             sb.close()
 
     def test_host_gone_kills_pool_sandbox(self):
+        if GVISOR:
+            sb = new_pool_sandbox(None)
+            try:
+                self.assertTrue(sgshim.cgroup_pids(sb.shim.cg))
+                sb.sock.close()
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and (
+                        sb.shim.proc.poll() is None or sgshim.cgroup_pids(sb.shim.cg)):
+                    time.sleep(0.05)
+                self.assertIsNotNone(sb.shim.proc.poll(), "the shim outlived its host")
+                self.assertEqual(sgshim.cgroup_pids(sb.shim.cg), set())
+            finally:
+                sb.close()
+            return
         sb = self.zygote.create(pool=True)
         sb.pooled()
         pids = [sb.pid] + descendants(sb.pid)
@@ -475,6 +655,8 @@ class PoolTest(unittest.TestCase):
             self.assertTrue(st is None or st[0] == "Z", (p, st))
 
 
+@unittest.skipIf(GVISOR, "process driver only: the gvisor driver has no zygote (each "
+                          "sandbox is a runsc container its own shim starts)")
 class ZygoteLifetimeTest(unittest.TestCase):
     def test_zygote_exits_on_control_eof(self):
         z = Zygote(preload="")

@@ -130,6 +130,7 @@ sed -e "s|^runtime_dir:.*|runtime_dir: $tmp/runtime|" \
     -e "s|^uid_base:.*|uid_base: $uid_base|" \
     -e "${SG_SEC_HOST_SED:-}" \
     "$repo/deploy/local/host.yaml" >"$tmp/host.yaml"
+/usr/bin/python3 "$repo/tests/drivers.py" "$tmp/host.yaml"   # for this run's driver
 grep -q "^runtime_dir: $tmp/runtime" "$tmp/host.yaml" && grep -q "^uid_base: $uid_base" "$tmp/host.yaml" \
   || { echo "ABORT: could not rewrite host.yaml" >&2; exit 1; }
 

@@ -1,7 +1,8 @@
 """sgcluster.py — a gateway in front of several hosts, for tests that stop or
 restart one host by its PID (deploy/local/run.sh runs exactly one host).
 
-Each host runs deploy/local/host.yaml (or host_config) with its own name,
+Each host runs deploy/local/host.yaml (or host_config), rewritten for the
+driver this run selects (tests/drivers.py), with its own name,
 runtime dir, state dir (the sandbox journal), port file and log under the
 test's temp dir; the gateway gets a generated config naming every host.
 Every process is one this class started, stopped by its PID: SIGTERM, then
@@ -13,6 +14,7 @@ import re
 import signal
 import subprocess
 import time
+import urllib.request
 import uuid
 
 import sgtenancy as sg
@@ -51,18 +53,24 @@ class Host:
     def start(self):
         self.lives += 1
         port_file = os.path.join(self.dir, "host.port")
-        if os.path.exists(port_file):
-            os.unlink(port_file)
+        metrics_file = os.path.join(self.dir, "host-metrics.port")
+        for f in (port_file, metrics_file):
+            if os.path.exists(f):
+                os.unlink(f)
         log = open(self.log_path(), "w")
         self.proc = subprocess.Popen(
             [os.path.join(sg.BUILD, "bin", "sandgate-host"), "--config", self.cluster.host_config,
              "--listen", "127.0.0.1:%d" % self.port, "--name", self.name,
              "--runtime-dir", os.path.join(self.dir, "rt"), "--state-dir", self.state_dir,
              "--audit-log", os.path.join(self.dir, "egress-audit.log"),
-             "--port-file", port_file],
+             "--port-file", port_file, "--metrics-listen", "127.0.0.1:0",
+             "--metrics-port-file", metrics_file],
             stdout=log, stderr=subprocess.STDOUT, env=self.cluster.env)
         log.close()
         self.port = int(_wait_file(port_file, self.proc, "host " + self.name))
+        if sg.drivers.is_gvisor():
+            self._wait_warm_sandbox(metrics_file)
+            return self
         # the first create waits for the zygote's preload; wait for it here
         end = time.monotonic() + 30
         while time.monotonic() < end:
@@ -71,6 +79,24 @@ class Host:
                     break
             time.sleep(0.05)
         return self
+
+    def _wait_warm_sandbox(self, metrics_file, timeout=60.0):
+        """gvisor has no zygote: wait (bounded) until the host's /metrics
+        shows a warm sandbox, or at once with no pool."""
+        if self.cluster.env.get("SANDGATE_POOL_SIZE") == "0":
+            return
+        port = _wait_file(metrics_file, self.proc, "host " + self.name + " metrics")
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=5) as r:
+                    for line in r.read().decode().splitlines():
+                        if line.startswith("sandgate_host_warm_pool{") and \
+                                float(line.rsplit(" ", 1)[1]) >= 1:
+                            return
+            except OSError:
+                pass
+            time.sleep(0.1)
 
     def stop(self, sig=signal.SIGTERM):
         """Stop this host by its PID; returns its exit status."""
@@ -102,7 +128,8 @@ class Cluster:
         self.policy_path = os.path.join(tmp, "policy.yaml")
         with open(self.policy_path, "w") as f:
             f.write(policy_text)
-        self.host_config = host_config or os.path.join(sg.REPO, "deploy", "local", "host.yaml")
+        # deploy/local/host.yaml for this run's driver (drivers.py), not as shipped
+        self.host_config = host_config or sg.local_host_config(tmp)
         self.env = dict(os.environ, SANDGATE_POOL_SIZE=str(pool_size))
         tag = uuid.uuid4().hex[:6]
         self.hosts = [Host(self, "c%s%d" % (tag, i)) for i in range(n_hosts)]

@@ -125,6 +125,19 @@ class LostSandbox(unittest.TestCase):
         self.assertEqual(get(api, KD, "du", expired)[0], C.NOT_FOUND)
 
         journal = os.path.join(self.host.state_dir, self.host.name + ".journal")
+        # An end is answered before the journal's writer thread has it on
+        # disk (milliseconds; more on a loaded machine, journal.c): crash
+        # only once both ends are written, as a host that ran a while would.
+        def ended_on_disk():
+            with open(journal) as f:
+                recs = [ln.split() for ln in f]
+            last = {}
+            for r in recs:
+                for sid in (killed, expired):
+                    if sid in r:
+                        last[sid] = r[0]
+            return all(last.get(sid) != "C" for sid in (killed, expired))
+        self.assertTrue(sg.wait_for(ended_on_disk, timeout=10), "ends not in the journal")
         self.host.stop(signal.SIGKILL)   # a crash, by its PID
         self.host.start()
 

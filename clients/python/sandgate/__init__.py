@@ -25,12 +25,14 @@ from .errors import (AlreadyExists, AuthenticationError, Cancelled, FailedPrecon
                      Unauthenticated, Unavailable, UnavailableError)
 from .execution import (CommandResult, End, Execution, ExecutionError, Logs, Result, SandboxInfo,
                         SandboxList)
+from .processes import Process, ProcessOutput, Pty
 from .sandbox import CodeContext, Commands, Files, Sandbox
 
 __version__ = "0.2.0"
 
 __all__ = [
     "Sandbox", "AsyncSandbox", "CodeContext", "AsyncCodeContext", "Commands", "Files",
+    "Process", "ProcessOutput", "Pty",
     "Client", "AsyncClient", "ConnectionConfig",
     "Execution", "Logs", "Result", "ExecutionError", "End", "CommandResult", "SandboxInfo",
     "SandboxList",

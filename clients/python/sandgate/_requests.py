@@ -73,6 +73,25 @@ def exec_(sandbox_id: str, user_id: str, cmd: str, timeout: Optional[float],
                           max_output_bytes=int(max_output_bytes or 0))
 
 
+def process(sandbox_id: str, user_id: str, cmd: str, timeout: Optional[float],
+            max_output_bytes: Optional[int], pty: bool, rows: int, cols: int,
+            background: bool = True) -> Any:
+    """Exec as a process: background (started, then the call ends) or a PTY."""
+    return pb.ExecRequest(sandbox_id=sandbox_id, user_id=user_id, command=cmd,
+                          timeout_seconds=_seconds("timeout", timeout),
+                          max_output_bytes=int(max_output_bytes or 0), background=background,
+                          pty=bool(pty), pty_rows=int(rows or 0), pty_cols=int(cols or 0))
+
+
+def signal_fields(sig: Union[int, str, None]) -> Dict[str, Any]:
+    """SignalProcessRequest fields: a number (signal=) or a name (signal_name=)."""
+    if sig is None:
+        return {}
+    if isinstance(sig, int):
+        return {"signal": int(sig)}
+    return {"signal_name": str(sig)}
+
+
 def extend(sandbox_id: str, user_id: str, seconds: float) -> Any:
     return pb.ExtendSandboxRequest(sandbox_id=sandbox_id, user_id=user_id,
                                    ttl_seconds=_seconds("timeout", seconds))

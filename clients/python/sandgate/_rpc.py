@@ -41,6 +41,12 @@ METHODS: Dict[str, Tuple[bool, Any, Any]] = {
     "RenameFile": (False, pb.RenameFileRequest, pb.FileInfo),
     "DownloadFile": (True, pb.DownloadFileRequest, pb.FileChunk),
     "WatchFiles": (True, pb.WatchFilesRequest, pb.FileEvent),
+    "ListProcesses": (False, pb.ListProcessesRequest, pb.ListProcessesResponse),
+    "AttachProcess": (True, pb.AttachProcessRequest, pb.ProcessEvent),
+    "SendInput": (False, pb.SendInputRequest, pb.SendInputResponse),
+    "SignalProcess": (False, pb.SignalProcessRequest, pb.SignalProcessResponse),
+    "WaitProcess": (False, pb.WaitProcessRequest, pb.ProcessInfo),
+    "ResizePty": (False, pb.ResizePtyRequest, pb.ResizePtyResponse),
 }
 
 # Client-streaming methods: name -> (request class, response class).

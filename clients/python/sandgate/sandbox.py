@@ -16,6 +16,7 @@ from . import _requests as rq
 from ._rpc import pb
 from .client import Client
 from .errors import SandboxNotFound, SandgateError
+from . import processes as procs
 from .execution import (CommandResult, ExecAccumulator, Execution, RunCodeAccumulator,
                         SandboxInfo, SandboxList)
 
@@ -70,12 +71,16 @@ class Commands:
 
     def run(self, cmd: str, timeout: Optional[float] = None, *, on_stdout: OnText = None,
             on_stderr: OnText = None, max_output_bytes: Optional[int] = None,
-            request_timeout: Optional[float] = None) -> CommandResult:
+            request_timeout: Optional[float] = None, background: bool = False) -> Any:
         """Run `/bin/sh -c cmd` in the sandbox and wait for it. A non-zero
         exit is not an exception: look at .exit_code (and .timed_out,
         .truncated). timeout is the command's limit in seconds (None =
-        policy default)."""
+        policy default). background=True returns a Process at once
+        instead (see start())."""
         sb = self._sb
+        if background:
+            return self.start(cmd, timeout=timeout, max_output_bytes=max_output_bytes,
+                              request_timeout=request_timeout)
         req = rq.exec_(sb.sandbox_id, sb.user_id, cmd, timeout, max_output_bytes)
         acc = ExecAccumulator(on_stdout, on_stderr)
         with closing(sb.client.stream("Exec", req,
@@ -85,6 +90,31 @@ class Commands:
         res, pending = acc.finish()
         _run(pending)
         return res
+
+    def start(self, cmd: str, *, pty: bool = False, rows: int = 0, cols: int = 0,
+              timeout: Optional[float] = None, max_output_bytes: Optional[int] = None,
+              request_timeout: Optional[float] = None) -> "procs.Process":
+        """Start `/bin/sh -c cmd` as a background process and return its
+        Process handle as soon as it runs. timeout: seconds until it is
+        killed (None = never; the sandbox's end kills it anyway);
+        max_output_bytes: the newest output kept per stream (None = 1 MiB).
+        pty=True runs it on a terminal of rows x cols."""
+        return procs.start(self._sb, cmd, pty=pty, rows=rows, cols=cols, timeout=timeout,
+                           max_output_bytes=max_output_bytes, request_timeout=request_timeout)
+
+    def list(self, request_timeout: Optional[float] = None) -> List[Any]:
+        """sandgate.v1.ProcessInfo of every process (running and recently exited)."""
+        return procs.list_processes(self._sb, request_timeout=request_timeout)
+
+    def connect(self, process_id: str) -> "procs.Process":
+        """A handle on a process started earlier (by this client or another)."""
+        return procs.Process(self._sb, process_id)
+
+    def send_stdin(self, process_id: str, data: Union[str, bytes], **kw: Any) -> int:
+        return self.connect(process_id).send_stdin(data, **kw)
+
+    def kill(self, process_id: str, **kw: Any) -> None:
+        self.connect(process_id).kill(**kw)
 
 
 class Files:
@@ -223,7 +253,8 @@ class Sandbox:
         sandbox_id: the id (also .id).
         user_id: the end user every call is made for.
         client: the Client it calls through.
-        commands: Commands (sb.commands.run(...)).
+        commands: Commands (sb.commands.run(...), .start(...) for a background process).
+        pty: terminals (sb.pty.create(rows, cols) -> Process).
         files: Files (sb.files.read/write).
     """
 
@@ -235,6 +266,7 @@ class Sandbox:
         self._killed = False
         self.commands = Commands(self)
         self.files = Files(self)
+        self.pty = procs.Pty(self)
 
     # -- lifecycle -------------------------------------------------------------
 

@@ -242,6 +242,13 @@ static int gv_launch(host_template *t, host_sandbox *sb, const char *env_json, i
     }
     sb->priv = g;
     sb->gen = 1;
+    /* The core's start budget (15 s) is the process driver's; a runsc
+     * sandbox importing numpy and pandas under ptrace takes ~2 s on an idle
+     * machine and many times that on a loaded one, so it gets the shim's
+     * own start deadline (which ends in a kill and an ERR) and a margin:
+     * else a busy host fails every warm-up at 15 s and its pool never
+     * fills. */
+    sb->create_deadline_us = host_now_us() + (GV_START_TIMEOUT_S + 5) * 1000000LL;
     char state[600], procs[2048];
     host_state_dir(state, sizeof state);
     snprintf(procs, sizeof procs, "%s", cgroup_procs);

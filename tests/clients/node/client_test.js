@@ -32,8 +32,13 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sandgate-nodeclient-'));
 const policy = path.join(tmp, 'policy.yaml');
 fs.writeFileSync(policy, fs.readFileSync(path.join(repo, 'deploy', 'local', 'policy.yaml'), 'utf8')
   .replace('  limits:\n', '  limits:\n    file_bytes: 64KiB\n'));
+// deploy/local/host.yaml for this run's driver (tests/drivers.py): its process
+// template only, no gVisor pool warming beside it
+const hostConfig = path.join(tmp, 'host.yaml');
+fs.copyFileSync(path.join(repo, 'deploy', 'local', 'host.yaml'), hostConfig);
+execFileSync('/usr/bin/python3', [path.join(repo, 'tests', 'drivers.py'), hostConfig], { timeout: 30000 });
 const runEnv = {
-  ...process.env, SANDGATE_RUN_DIR: path.join(tmp, 'run'), SANDGATE_PORT: '0', SANDGATE_HOST_PORT: '0',
+  ...process.env, SANDGATE_HOST_CONFIG: hostConfig, SANDGATE_RUN_DIR: path.join(tmp, 'run'), SANDGATE_PORT: '0', SANDGATE_HOST_PORT: '0',
   SANDGATE_BUILD: process.env.SANDGATE_BUILD || path.join(repo, 'build'), SANDGATE_POLICY: policy,
   [DAEMON_SECRET]: 'daemon-only-value',
 };

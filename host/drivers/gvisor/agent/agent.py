@@ -115,6 +115,7 @@ class Agent:
         self.listener = None            # egress (owned)
         self.egress_conns = 0
         self.pty_out = {}               # proc id -> its PTY's output Channel (borrowed)
+        self.proc_in = {}               # proc id -> its stdin Channel (borrowed)
         self._ack_deadline = None
         self._log_tokens = float(LOG_BURST)
         self._log_time = time.monotonic()
@@ -224,15 +225,8 @@ class Agent:
             self._write_out()
 
     def _retire(self):
-        # Twice: a PTY's output ending ends its input channel too.
-        self._retire_once()
-        self._retire_once()
-
-    def _retire_once(self):
         for num in [n for n, ch in self.chans.items() if ch.done]:
             ch = self.chans.pop(num)
-            if ch.partner is not None:
-                ch.partner.end_input()
             if ch.ack_pending:
                 self.emit(mux.window(num, ch.ack_pending))
             ch.close()
@@ -288,6 +282,9 @@ class Agent:
                 out = self.pty_out.pop(c.id, None)
                 if out is not None and self.chans.get(out.num) is out:
                     out.hangup()
+                inp = self.proc_in.pop(c.id, None)
+                if inp is not None:
+                    inp.end_input()
                 self.send_control({"op": "exit", "id": c.id,
                                    "code": code, "signal": sig})
 
@@ -508,10 +505,10 @@ class Agent:
         self.chans[nums[0]] = Channel(nums[0], IN, fds[0], self.emit, self.log)
         for num, fd in zip(nums[1:], fds[1:]):
             self.chans[num] = Channel(num, PIPE, fd, self.emit, self.log)
+        # Its stdin ends when it is reaped, not when the host gets round to
+        # closing in_w: an exited process keeps no channel.
+        self.proc_in[id_] = self.chans[nums[0]]
         if mode == "t":
-            # The PTY hung up (every slave closed): its input channel ends
-            # with its output, not when the host gets round to closing it.
-            self.chans[nums[1]].partner = self.chans[nums[0]]
             self.pty_out[id_] = self.chans[nums[1]]
         self.send_control({"op": "proc", "id": id_})
 

@@ -57,7 +57,6 @@ class Channel:
         self._emit = emit   # borrowed: emit(frame bytes) queues for the shim
         self._log = log     # borrowed: log(text) for the host's log
         self.held = False   # the default context before activate: not read
-        self.partner = None  # borrowed: a PTY's IN channel, ended with this one
         self._hup = False    # PTY: the process is gone; what is queued is the last
         # agent -> shim
         self.reading = kind != IN
@@ -123,7 +122,8 @@ class Channel:
             self._shutdown_write()
 
     def end_input(self):
-        """IN: the process is gone (its PTY hung up): take nothing more."""
+        """IN: the process was reaped: take nothing more (what is queued
+        is dropped and acknowledged)."""
         if self.kind == IN and self.writing:
             self._drop_writes()
             self._in_done()

@@ -14,7 +14,12 @@ HEADER_LEN = 4                   # the len field itself
 AFTER_LEN_MIN = 5                # type + chan
 PAYLOAD_MAX = 65536
 AFTER_LEN_MAX = PAYLOAD_MAX + 5
-JSON_MAX = 64 * 1024
+JSON_MAX = 64 * 1024             # a J frame the agent sends
+# A J frame from the shim may be larger: `activate` carries the owner's env
+# (up to the 128 KiB env ceiling, escaped), `exec` its command; the shim's
+# bound is what it takes from the host (shim.h SHIM_JSON_TO_AGENT_MAX).
+JSON_IN_MAX = 1024 * 1024 + 64 + 4096
+J_AFTER_LEN_MAX = JSON_IN_MAX + 5
 WINDOW = 256 * 1024              # bytes per channel sent and not yet acknowledged
 CONTROL = 0
 DEFAULT_SOCK, DEFAULT_OUT, DEFAULT_ERR = 1, 2, 3
@@ -55,8 +60,15 @@ class Reader:
             while len(buf) - off >= HEADER_LEN:
                 # The length alone is checked as soon as it is here.
                 n = int.from_bytes(buf[off:off + HEADER_LEN], "big")
-                if n < AFTER_LEN_MIN or n > AFTER_LEN_MAX:
+                if n < AFTER_LEN_MIN or n > J_AFTER_LEN_MAX:
                     raise MuxError("frame length %d out of range" % n)
+                if n > AFTER_LEN_MAX:
+                    # only a control message may be this long: its type
+                    # is checked as soon as it is here
+                    if len(buf) - off <= HEADER_LEN:
+                        break
+                    if buf[off + HEADER_LEN] != J:
+                        raise MuxError("frame length %d out of range" % n)
                 if len(buf) - off < HEADER_LEN + n:
                     break
                 _, ftype, chan = HEADER.unpack_from(buf, off)

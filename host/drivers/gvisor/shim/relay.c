@@ -236,11 +236,15 @@ static void jnum(jb *j, const char *key, long long v)
     jraw(j, k);
 }
 
-static void jsend(relay *r, jb *j)
+/* -1 (nothing sent) when the message is past what the agent takes. */
+static int jsend(relay *r, jb *j)
 {
     jraw(j, "}");
-    mux_control(r->m, j->b, j->n);
+    int rc = j->n <= SHIM_JSON_TO_AGENT_MAX ? 0 : -1;
+    if (rc == 0)
+        mux_control(r->m, j->b, j->n);
     free(j->b);
+    return rc;
 }
 
 static jb jop(const char *op)
@@ -398,7 +402,11 @@ static void on_exec(relay *r, const char *id, const char *command)
     jstr(&j, "command", command);
     jnum(&j, "out", c->chans[0]);
     jnum(&j, "err", c->chans[1]);
-    jsend(r, &j);
+    if (jsend(r, &j) != 0) {
+        child_free(r, c, 2);
+        snprintf(m, sizeof m, "EXECERR %s command too long", id);
+        relay_send_text(r, m);
+    }
 }
 
 /* A decimal in [lo, hi], nothing else (no sign, no spaces). */
@@ -502,7 +510,11 @@ static void on_proc(relay *r, char *rest)
     jnum(&j, "out", c->chans[1]);
     if (!pty)
         jnum(&j, "err", c->chans[2]);
-    jsend(r, &j);
+    if (jsend(r, &j) != 0) {
+        child_free(r, c, n);
+        snprintf(m, sizeof m, "PROCERR %s command too long", id);
+        relay_send_text(r, m);
+    }
 }
 
 /* A live process of the exec table started by PROC, or NULL. */
@@ -755,14 +767,19 @@ static int dispatch(relay *r, const shim_json *j)
     if (!is_ctx && strcmp(op, "exit") != 0 && is_proc_op != c->proc)
         return fatal(r, "agent: a start answer of the wrong kind");
     const char *errverb = is_ctx ? "CTXERR" : c->proc ? "PROCERR" : "EXECERR";
+    /* The first default context is answered by `activated`, never by a
+     * start answer; once running, a default the host opens again (CTX
+     * default after it died: the timeout ladder, RestartContext) is
+     * answered like any other context. */
+    bool first_default = is_ctx && strcmp(c->id, "default") == 0 && r->phase != RELAY_RUNNING;
     if (strcmp(op, "ctx") == 0 || strcmp(op, "exec") == 0 || strcmp(op, "proc") == 0) {
-        if (c->state != RELAY_PENDING || (is_ctx && strcmp(c->id, "default") == 0))
+        if (c->state != RELAY_PENDING || first_default)
             return fatal(r, "agent: a start answer out of turn");
         release(r, c, is_ctx ? "CTX" : c->proc ? "PROC" : "EXEC", nch);
         return 0;
     }
     if (strcmp(op, "ctxerr") == 0 || strcmp(op, "execerr") == 0 || strcmp(op, "procerr") == 0) {
-        if (c->state != RELAY_PENDING || (is_ctx && strcmp(c->id, "default") == 0))
+        if (c->state != RELAY_PENDING || first_default)
             return fatal(r, "agent: a start error out of turn");
         clean_msg(msg, sizeof msg, shim_json_str(j, "msg"));
         snprintf(m, sizeof m, "%s %s %s", errverb, c->id, msg);

@@ -28,7 +28,11 @@
 #define SHIM_NAME_LEN 32             /* container id = dir name: 32 hex, fixed length */
 #define SHIM_FRAME_PAYLOAD_MAX 65536 /* mux: payload of one M frame */
 #define SHIM_FRAME_LEN_MAX (SHIM_FRAME_PAYLOAD_MAX + 5)
-#define SHIM_JSON_MAX (64 * 1024)    /* a J frame */
+#define SHIM_JSON_MAX (64 * 1024)    /* a J frame from the agent */
+/* A J frame to the agent: an `activate` carries the host's ACTIVATE (the
+ * owner's env, up to the 128 KiB env ceiling, escaped), an `exec` its
+ * command; both fit under what the shim takes from the host. */
+#define SHIM_JSON_TO_AGENT_MAX (SHIM_HOST_MSG_MAX + 4096)
 #define SHIM_WINDOW (256 * 1024)     /* per channel, each direction */
 #define SHIM_ID_MAX 128              /* context / exec ids (host/init/init.h) */
 #define SHIM_MAX_CTX 64
