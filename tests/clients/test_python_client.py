@@ -34,6 +34,11 @@ OTHER_KEY = "sg-other-key-0002"
 DAEMON_SECRET = "SANDGATE_TEST_DAEMON_SECRET"  # in the daemons' env; never in a sandbox
 D = pyvenv.Daemons(TMP, pyvenv.local_policy("    file_bytes: 64KiB\n"),
                    env={DAEMON_SECRET: "daemon-only-value"})
+# The gvisor run (client_python_gvisor): the second and third daemon pairs
+# (LostTest, TLSTest) create one or two sandboxes each, so they warm one
+# gVisor sandbox per template instead of the shipped pools (each costs ~110
+# MiB and 2 s+ of CPU under ptrace). The process run keeps the shipped pools.
+SMALL_POOL = {"SANDGATE_POOL_SIZE": "1"} if pyvenv.drivers.is_gvisor() else {}
 
 
 def setUpModule():
@@ -605,7 +610,7 @@ class LostTest(unittest.TestCase):
 
     def test_host_restart_loses_the_sandbox(self):
         d = pyvenv.Daemons(TMP, name="lost",
-                           env={"SANDGATE_HOST_NAME": "lost" + uuid.uuid4().hex[:6]})
+                           env=dict(SMALL_POOL, SANDGATE_HOST_NAME="lost" + uuid.uuid4().hex[:6]))
         self.addCleanup(d.stop)
         d.start()
         with sandgate.Client(d.addr, DEMO_KEY) as c:
@@ -665,7 +670,8 @@ class TLSTest(unittest.TestCase):
         make_pki(pki, cls.SPIFFE)
         policy = pyvenv.local_policy() + ("  - id: spiffe\n    mtls: [\"%s\"]\n"
                                           "    templates: [code-interpreter]\n" % cls.SPIFFE)
-        cls.d = pyvenv.Daemons(TMP, policy, env={"SANDGATE_GATEWAY_TLS_DIR": pki}, name="tls")
+        cls.d = pyvenv.Daemons(TMP, policy, env=dict(SMALL_POOL, SANDGATE_GATEWAY_TLS_DIR=pki),
+                               name="tls")
         cls.addClassCleanup(cls.d.stop)
         cls.d.start()
 
