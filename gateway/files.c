@@ -13,21 +13,18 @@
 #include "gateway/request.h"
 #include "gateway/rules.h"
 
-#define LIST_MAX 10000
 #define CHUNK_MAX (4u << 20)   /* the host's HOST_CHUNK_MAX */
 #define DOWNLOAD_TIMEOUT_S 3600
 #define WATCH_TIMEOUT_S (7 * 86400)
 
-static int range_fail(gw_req *r, const char *field, unsigned long long v, unsigned long long max,
-                      int octal)
+/* The numeric bounds (rules.c, fuzzed there), then the owner check. */
+static void checked(gw_req *r, void (*owned)(gw_req *r))
 {
     sg_err e;
-    if (octal)
-        sg_err_set(&e, SG_EINVAL, "%s: %#llo; at most %#llo", field, v, max);
+    if (gw_check_ranges(r->msg, &e) != 0)
+        gw_req_fail(r, &e);
     else
-        sg_err_set(&e, SG_EINVAL, "%s: %llu; at most %llu", field, v, max);
-    gw_req_fail(r, &e);
-    return -1;
+        gw_req_with_owner(r, owned);
 }
 
 static void list_owned(gw_req *r) { gw_req_forward(r, "/sandgate.v1.Host/ListFiles", NULL, NULL, 30); }
@@ -49,11 +46,7 @@ static void on_list(rpc_call *c, void *data)
     gw_req *r = gw_req_begin(c, &sandgate__v1__list_files_request__descriptor, "list_files");
     if (!r)
         return;
-    const Sandgate__V1__ListFilesRequest *m = (const void *)r->msg;
-    if (m->max_entries > LIST_MAX)
-        range_fail(r, "max_entries", m->max_entries, LIST_MAX, 0);
-    else
-        gw_req_with_owner(r, list_owned);
+    checked(r, list_owned);
 }
 
 static void on_stat(rpc_call *c, void *data)
@@ -68,11 +61,7 @@ static void on_mkdir(rpc_call *c, void *data)
     gw_req *r = gw_req_begin(c, &sandgate__v1__make_dir_request__descriptor, "make_dir");
     if (!r)
         return;
-    const Sandgate__V1__MakeDirRequest *m = (const void *)r->msg;
-    if (m->mode > 0777)
-        range_fail(r, "mode", m->mode, 0777, 1);
-    else
-        gw_req_with_owner(r, mkdir_owned);
+    checked(r, mkdir_owned);
 }
 
 static void on_remove(rpc_call *c, void *data)
@@ -94,11 +83,7 @@ static void on_download(rpc_call *c, void *data)
     gw_req *r = gw_req_begin(c, &sandgate__v1__download_file_request__descriptor, "download_file");
     if (!r)
         return;
-    const Sandgate__V1__DownloadFileRequest *m = (const void *)r->msg;
-    if (m->chunk_bytes > CHUNK_MAX)
-        range_fail(r, "chunk_bytes", m->chunk_bytes, CHUNK_MAX, 0);
-    else
-        gw_req_with_owner(r, download_owned);
+    checked(r, download_owned);
 }
 
 static void on_watch(rpc_call *c, void *data)
@@ -290,15 +275,8 @@ static void on_first(void *arg, grpc_byte_buffer *bb)
     u->r = r;
     r->user = u;
     r->user_free = upload_free;
-    const Sandgate__V1__UploadFileRequest *m = (const void *)r->msg;
-    if (m->data.len > CHUNK_MAX) {
-        upload_fail(u, SG_EINVAL, "%s: %llu bytes in one message; at most 4194304", "data",
-                    (unsigned long long)m->data.len);
-        return;
-    }
-    if (m->mode > 0777) {
-        sg_err e;
-        sg_err_set(&e, SG_EINVAL, "mode: %#o; at most 0777", m->mode);
+    sg_err e;
+    if (gw_check_ranges(r->msg, &e) != 0) {   /* data and mode (rules.c) */
         gw_fail(u->in, &e);
         upload_end(u);
         return;

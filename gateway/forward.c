@@ -8,10 +8,13 @@
  * answered in its public form (status.c): grpc's own text never reaches the
  * client.
  *
- * Registry mode: streams in flight are listed per host, so that when a
- * host's registration ends (its lease: killed, or cut off with no TCP reset
- * to end the stream) they are cancelled at once and answered HOST_LOST
- * instead of waiting for their deadline (gw_forward_host_lost).
+ * Registry mode: calls in flight (streams and unary) are listed per host,
+ * so that when a host's registration ends (its lease: killed, or cut off
+ * with no TCP reset to end the call) they are cancelled at once and
+ * answered HOST_LOST instead of waiting for their deadline
+ * (gw_forward_host_lost). A unary call is listed with a ref of its own on
+ * its grpc_call, dropped (and the call unlisted) first thing in its reply,
+ * under fl_mu, so a cancel never touches a call that is gone.
  *
  * Lifetime: a gw_fwd is refcounted, one ref per thing that may still touch
  * it: the host call until its on_done has run, each send to the client in
@@ -34,6 +37,7 @@ typedef struct gw_fwd {
     atomic_int refs;    /* see Lifetime above */
     rpc_call *in;       /* owned ref */
     rpc_fwd *out;       /* borrowed, under fl_mu: for gw_forward_host_lost while listed */
+    grpc_call *ucall;   /* unary, registry mode: owned ref under fl_mu, while listed */
     rpc_fwd *stream;    /* owned ref (rpc_fwd_ref), taken at the first message: for the
                          * sends' completions, which may come after on_done */
     gw_fwd_opts opts;
@@ -83,10 +87,13 @@ void gw_forward_host_lost(const gw_host *h)
     pthread_mutex_lock(&fl_mu);
     for (gw_fwd *f = in_flight, *next; f; f = next) {
         next = f->next;   /* f may be unlisted and freed by its cancel */
-        if (f->host == h && f->out && !f->lost) {
+        if (f->host == h && (f->out || f->ucall) && !f->lost) {
             f->lost = 1;
             n++;
-            rpc_fwd_cancel(f->out);
+            if (f->out)
+                rpc_fwd_cancel(f->out);
+            else   /* its reply comes on the server's queue, after we let go of fl_mu */
+                grpc_call_cancel_with_status(f->ucall, GRPC_STATUS_UNAVAILABLE, "host lost", NULL);
         }
     }
     pthread_mutex_unlock(&fl_mu);
@@ -189,6 +196,16 @@ static void on_host_reply(void *arg, rpc_unary_result *res)
 {
     gw_fwd *f = arg;
     rpc_call_log_context(f->in);
+    int lost = 0;
+    if (G.cfg.registry.n_endpoints) {   /* listed: see gw_forward */
+        pthread_mutex_lock(&fl_mu);
+        fl_remove(f);
+        if (f->ucall)
+            grpc_call_unref(f->ucall);
+        f->ucall = NULL;
+        lost = f->lost;
+        pthread_mutex_unlock(&fl_mu);
+    }
     grpc_byte_buffer *bb = res->resp;
     if (bb && f->opts.rewrite) {
         grpc_byte_buffer *nb = f->opts.rewrite(f->opts.arg, bb);
@@ -202,6 +219,8 @@ static void on_host_reply(void *arg, rpc_unary_result *res)
     }
     if (res->code == GRPC_STATUS_OK)
         rpc_call_finish_msg(f->in, bb, res->code, NULL);
+    else if (lost)
+        gw_fail_host_lost(f->in);
     else
         gw_fail_from_host(f->in, f->host, f->method, f->opts.sandbox_id, res->code, res->details,
                           &res->trailer);
@@ -237,6 +256,19 @@ void gw_forward(rpc_call *in, gw_host *h, const char *method, const ProtobufCMes
         if (out && f->listed)
             f->out = out;
         pthread_mutex_unlock(&fl_mu);
+    } else if (G.cfg.registry.n_endpoints) {
+        fl_add(f);   /* before the start: its reply may come first */
+        pthread_mutex_lock(&fl_mu);   /* a host_lost waits until ucall is known */
+        grpc_call *call = NULL;
+        rc = rpc_unary_start_call(gw_host_channel(h), cq, rpc_call_grpc(in), method, deadline, md,
+                                  n_md, rpc_pack(req), on_host_reply, f, &call, &err);
+        if (call && f->listed)
+            f->ucall = call;   /* the reply (which unlists) has not run: we hold fl_mu */
+        else if (call)
+            grpc_call_unref(call);
+        pthread_mutex_unlock(&fl_mu);
+        if (rc != 0)
+            fl_remove(f);
     } else {
         rc = rpc_unary_start(gw_host_channel(h), cq, rpc_call_grpc(in), method, deadline, md, n_md,
                              rpc_pack(req), on_host_reply, f, &err);

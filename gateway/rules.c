@@ -135,3 +135,51 @@ int gw_check_env(const Sandgate__V1__CreateSandboxRequest *req, uint64_t max_byt
                           (unsigned long long)total, (unsigned long long)max_bytes);
     return 0;
 }
+
+/* ---- ranges: the numeric fields' bounds, after the strings' rules ---- */
+
+#define LIST_FILES_MAX 10000
+#define CHUNK_MAX (4u << 20)   /* the host's HOST_CHUNK_MAX */
+#define LIST_PAGE_MAX 1000
+#define LIST_FILTER_MAX 16
+
+static int too_big(sg_err *err, const char *field, unsigned long long v, unsigned long long max,
+                   int octal)
+{
+    if (octal)
+        return sg_err_set(err, SG_EINVAL, "%s: %#llo; at most %#llo", field, v, max);
+    return sg_err_set(err, SG_EINVAL, "%s: %llu; at most %llu", field, v, max);
+}
+
+int gw_check_ranges(const ProtobufCMessage *m, sg_err *err)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    if (d == &sandgate__v1__list_files_request__descriptor) {
+        const Sandgate__V1__ListFilesRequest *r = (const void *)m;
+        if (r->max_entries > LIST_FILES_MAX)
+            return too_big(err, "max_entries", r->max_entries, LIST_FILES_MAX, 0);
+    } else if (d == &sandgate__v1__make_dir_request__descriptor) {
+        const Sandgate__V1__MakeDirRequest *r = (const void *)m;
+        if (r->mode > 0777)
+            return too_big(err, "mode", r->mode, 0777, 1);
+    } else if (d == &sandgate__v1__download_file_request__descriptor) {
+        const Sandgate__V1__DownloadFileRequest *r = (const void *)m;
+        if (r->chunk_bytes > CHUNK_MAX)
+            return too_big(err, "chunk_bytes", r->chunk_bytes, CHUNK_MAX, 0);
+    } else if (d == &sandgate__v1__upload_file_request__descriptor) {
+        const Sandgate__V1__UploadFileRequest *r = (const void *)m;
+        if (r->data.len > CHUNK_MAX)
+            return sg_err_set(err, SG_EINVAL, "data: %zu bytes in one message; at most %u",
+                              r->data.len, CHUNK_MAX);
+        if (r->mode > 0777)
+            return too_big(err, "mode", r->mode, 0777, 1);
+    } else if (d == &sandgate__v1__list_sandboxes_request__descriptor) {
+        const Sandgate__V1__ListSandboxesRequest *r = (const void *)m;
+        if (r->page_size > LIST_PAGE_MAX)
+            return too_big(err, "page_size", r->page_size, LIST_PAGE_MAX, 0);
+        if (r->n_metadata > LIST_FILTER_MAX)
+            return sg_err_set(err, SG_EINVAL, "metadata: %zu labels to match; at most %u",
+                              r->n_metadata, LIST_FILTER_MAX);
+    }
+    return 0;
+}

@@ -19,4 +19,9 @@ int gw_check_metadata(const Sandgate__V1__CreateSandboxRequest *req, uint32_t ma
 int gw_check_env(const Sandgate__V1__CreateSandboxRequest *req, uint64_t max_bytes,
                  uint32_t max_entries, sg_err *err);
 
+/* The numeric bounds of a public request (ListFiles max_entries, MakeDir
+ * and UploadFile mode, DownloadFile chunk_bytes, UploadFile data, List's
+ * page_size and filter count): SG_EINVAL naming the field; 0 for others. */
+int gw_check_ranges(const ProtobufCMessage *m, sg_err *err);
+
 #endif

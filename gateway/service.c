@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "gateway/claims.h"
+#include "gateway/page_token.h"
 #include "gateway/request.h"
 #include "gateway/rules.h"
 #include "policy/query.h"
@@ -564,64 +565,6 @@ static void on_extend(rpc_call *c, void *data)
  * that could not be asked are named in unreachable_hosts ---- */
 
 #define LIST_PAGE_DEFAULT 100
-#define LIST_PAGE_MAX 1000
-#define LIST_FILTER_MAX 16
-#define TOKEN_PREFIX "sgp1."
-
-/* page_token: TOKEN_PREFIX + the page's last sandbox id, base64url. The id
- * is only a cursor (ids are ordered, the next page is the ids after it),
- * so a token grants nothing: a forged one lists the caller's own sandboxes
- * from some point on. */
-static void token_make(const char *id, char *out, size_t cap)
-{
-    static const char b64[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    size_t n = strlen(id), o = snprintf(out, cap, "%s", TOKEN_PREFIX);
-    const uint8_t *s = (const uint8_t *)id;
-    for (size_t i = 0; i < n && o + 5 < cap; i += 3) {
-        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) |
-                     (i + 2 < n ? s[i + 2] : 0);
-        out[o++] = b64[v >> 18 & 63];
-        out[o++] = b64[v >> 12 & 63];
-        if (i + 1 < n)
-            out[o++] = b64[v >> 6 & 63];
-        if (i + 2 < n)
-            out[o++] = b64[v & 63];
-    }
-    out[o] = 0;
-}
-
-static int b64val(char c)
-{
-    return c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
-         : c >= '0' && c <= '9' ? c - '0' + 52 : c == '-' ? 62 : c == '_' ? 63 : -1;
-}
-
-/* 0 and the cursor id, or -1: not a token this gateway issued. */
-static int token_parse(const char *tok, char *id, size_t cap)
-{
-    size_t pl = sizeof TOKEN_PREFIX - 1, n = strlen(tok), o = 0;
-    if (strncmp(tok, TOKEN_PREFIX, pl) != 0 || n == pl || (n - pl) % 4 == 1)
-        return -1;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = pl; i < n; i++) {
-        int v = b64val(tok[i]);
-        if (v < 0)
-            return -1;
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (o + 1 >= cap)
-                return -1;
-            id[o++] = (char)(acc >> bits & 0xff);
-        }
-    }
-    id[o] = 0;
-    return rpc_charset_ok(RPC_CS_SANDBOX_ID, (const uint8_t *)id, o) ? 0 : -1;
-}
-
 static int cmp_sandbox(const void *a, const void *b)
 {
     return strcmp((*(Sandgate__V1__Sandbox *const *)a)->sandbox_id,
@@ -640,7 +583,7 @@ static void list_send(gw_req *r, Sandgate__V1__Sandbox **items, size_t n, int mo
     }
     char next[256] = "";
     if (more && n > 0)
-        token_make(items[n - 1]->sandbox_id, next, sizeof next);
+        gw_page_token_make(items[n - 1]->sandbox_id, next, sizeof next);
     Sandgate__V1__ListSandboxesResponse out;
     sandgate__v1__list_sandboxes_response__init(&out);
     out.n_sandboxes = n;
@@ -711,7 +654,7 @@ static void list_from_records(gw_req *r, Sandgate__V1__Sandbox **items, size_t n
         const Sandgate__V1__ListSandboxesRequest *req = (const void *)r->msg;
         char after[96] = "";
         if (req->page_token[0])
-            token_parse(req->page_token, after, sizeof after);   /* checked before */
+            gw_page_token_parse(req->page_token, after, sizeof after);   /* checked before */
         Sandgate__V1__HostListRequest q;
         list_query(req, after, &q);
         gw_list_all_q(r, r->id.user, &q, list_reply);
@@ -729,16 +672,13 @@ static void on_list(rpc_call *c, void *data)
     const Sandgate__V1__ListSandboxesRequest *req = (const void *)r->msg;
     sg_err e;
     char after[96] = "";
-    if (req->page_size > LIST_PAGE_MAX)
-        sg_err_set(&e, SG_EINVAL, "page_size: %u; at most %u", req->page_size, LIST_PAGE_MAX);
-    else if (req->n_metadata > LIST_FILTER_MAX)
-        sg_err_set(&e, SG_EINVAL, "metadata: %zu labels to match; at most %u", req->n_metadata,
-                   LIST_FILTER_MAX);
-    else if (req->page_token[0] && token_parse(req->page_token, after, sizeof after) != 0)
+    int bad = gw_check_ranges(r->msg, &e) != 0;
+    if (!bad && req->page_token[0] &&
+        gw_page_token_parse(req->page_token, after, sizeof after) != 0) {
         sg_err_set(&e, SG_EINVAL, "page_token: not a token this API issued");
-    else
-        e.code = 0;
-    if (e.code) {
+        bad = 1;
+    }
+    if (bad) {
         gw_req_fail(r, &e);
         return;
     }

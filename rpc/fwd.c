@@ -382,6 +382,15 @@ int rpc_unary_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *pare
                     size_t n_md, grpc_byte_buffer *req, rpc_unary_done done, void *arg,
                     sg_err *err)
 {
+    return rpc_unary_start_call(ch, cq, parent, method, deadline, md, n_md, req, done, arg, NULL,
+                                err);
+}
+
+int rpc_unary_start_call(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *parent,
+                         const char *method, gpr_timespec deadline, const grpc_metadata *md,
+                         size_t n_md, grpc_byte_buffer *req, rpc_unary_done done, void *arg,
+                         grpc_call **call, sg_err *err)
+{
     rpc_unary *u = calloc(1, sizeof *u);
     u->done = done;
     u->arg = arg;
@@ -407,8 +416,16 @@ int rpc_unary_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *pare
     ops[5].data.recv_status_on_client.status = &u->status;
     ops[5].data.recv_status_on_client.status_details = &u->details;
     u->tag = (rpc_tag){on_unary, u};
+    if (call) {
+        *call = u->call;   /* the caller's ref, taken before done can run */
+        grpc_call_ref(u->call);
+    }
     grpc_call_error e = grpc_call_start_batch(u->call, ops, 6, &u->tag, NULL);
     if (e != GRPC_CALL_OK) {
+        if (call) {
+            grpc_call_unref(*call);
+            *call = NULL;
+        }
         unary_free(u);
         return sg_err_set(err, SG_EINTERNAL, "grpc_call_start_batch(%s): error %d", method, e);
     }

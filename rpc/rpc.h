@@ -235,6 +235,13 @@ int rpc_unary_start(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *pare
                     const char *method, gpr_timespec deadline, const grpc_metadata *md,
                     size_t n_md, grpc_byte_buffer *req, rpc_unary_done done, void *arg,
                     sg_err *err);
+/* The same; *call gets a ref of its own on the call (grpc_call_unref it),
+ * for grpc_call_cancel_with_status from another thread: the batch then
+ * completes with that status. Set before done can run. */
+int rpc_unary_start_call(grpc_channel *ch, grpc_completion_queue *cq, grpc_call *parent,
+                         const char *method, gpr_timespec deadline, const grpc_metadata *md,
+                         size_t n_md, grpc_byte_buffer *req, rpc_unary_done done, void *arg,
+                         grpc_call **call, sg_err *err);
 
 /* ---- blocking calls ---- */
 typedef struct rpc_status {

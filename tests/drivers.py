@@ -9,8 +9,10 @@ copies through host_config(): with the gvisor driver selected, each template
 gets `isolation: gvisor`, so template names, the policy and the assertions
 stay the same and only the driver under them changes.
 
-    python3 tests/drivers.py FILE     rewrites FILE in place (for shell and C
-                                      harnesses), per SANDGATE_TEST_DRIVER
+    python3 tests/drivers.py FILE [TEMPLATE...]
+                                      rewrites FILE in place (for shell and C
+                                      harnesses), per SANDGATE_TEST_DRIVER;
+                                      with TEMPLATEs, keeps only those
 
 A harness that starts deploy/local/run.sh without a host config of its own
 (run.sh's default is deploy/local/host.yaml, which ships a process and a
@@ -124,6 +126,11 @@ def rewrite(path, driver=None):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         raise SystemExit(__doc__)
     rewrite(sys.argv[1])
+    if len(sys.argv) > 2:
+        with open(sys.argv[1]) as f:
+            text = only_templates(f.read(), sys.argv[2:])
+        with open(sys.argv[1], "w") as f:
+            f.write(text)

@@ -35,6 +35,9 @@ int cli_exec(cli_conn *c, const char *sandbox, const char *command, unsigned tim
              cli_run_result *res);
 /* workspace.c: files, contexts, labels. -1 = not one of its commands. */
 int cli_workspace_dispatch(cli_conn *c, int argc, char **argv);
+/* procs.c: exec --background, ps, attach, send-input, signal, wait,
+ * resize. -1 = not one of its commands. */
+int cli_procs_dispatch(cli_conn *c, int argc, char **argv);
 /* --label K=V flags into e[0..cap); -1 (message printed) if malformed. */
 int cli_labels_parse(int argc, char **argv, Sandgate__V1__CreateSandboxRequest__MetadataEntry *e,
                      size_t cap, size_t *n);

@@ -185,6 +185,9 @@ int cli_dispatch(cli_conn *c, int argc, char **argv)
     int ws = cli_workspace_dispatch(c, argc, argv);   /* files, contexts, labels */
     if (ws != -1)
         return ws;
+    int pr = cli_procs_dispatch(c, argc, argv);       /* background processes */
+    if (pr != -1)
+        return pr;
     if (strcmp(cmd, "demo") == 0)
         return cli_demo(c, opt(argc, argv, "--template", "code-interpreter")) ? 1 : 0;
     if (argc < 2)

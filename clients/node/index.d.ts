@@ -211,8 +211,79 @@ export declare class CodeContext {
   runCode(code: string, opts?: Omit<RunCodeOptions, 'context'>): Promise<Execution>;
 }
 
+export interface ProcessOptions extends CallOptions {
+  pty?: boolean;
+  rows?: number;
+  cols?: number;
+  /** Seconds until it is killed; none = until it ends or the sandbox does. */
+  timeout?: number;
+  /** The newest bytes kept per stream (0 = 1 MiB, capped by policy). */
+  maxOutputBytes?: number;
+}
+
+export interface ExecExit {
+  exit_code: number;
+  signal: number;
+  timed_out: boolean;
+  truncated: boolean;
+  output_bytes_total: number;
+  duration_us: number;
+}
+
+export interface ProcessInfo {
+  process_id: string;
+  command: string;
+  state: 'PROCESS_STATE_UNSPECIFIED' | 'PROCESS_STATE_STARTING' | 'PROCESS_STATE_RUNNING' | 'PROCESS_STATE_EXITED';
+  pty: boolean;
+  pty_rows: number;
+  pty_cols: number;
+  started_at: number;
+  ended_at: number;
+  stdout_bytes: number;
+  stderr_bytes: number;
+  exit: ExecExit | null;
+  stdin_closed: boolean;
+}
+
+export interface ProcessEvent {
+  event: 'stdout' | 'stderr' | 'exit' | 'dropped';
+  stdout?: { offset: number; data: Buffer };
+  stderr?: { offset: number; data: Buffer };
+  exit?: ExecExit;
+  dropped?: { stderr: boolean; offset: number; bytes: number };
+}
+
+export declare class Process {
+  readonly sandbox: Sandbox;
+  readonly processId: string;
+  readonly pid: string;
+  readonly pty: boolean;
+  info(opts?: CallOptions): Promise<ProcessInfo>;
+  /** Resolves to the bytes still waiting to be read. */
+  sendStdin(data: string | Buffer, opts?: CallOptions & { close?: boolean }): Promise<number>;
+  closeStdin(opts?: CallOptions): Promise<number>;
+  signal(sig?: number | string, opts?: CallOptions): Promise<void>;
+  kill(opts?: CallOptions): Promise<void>;
+  resize(rows: number, cols: number, opts?: CallOptions): Promise<void>;
+  wait(timeout?: number): Promise<ProcessInfo>;
+  attach(onEvent: (ev: ProcessEvent) => void, opts?: CallOptions & { stdoutOffset?: number;
+    stderrOffset?: number; signal?: AbortSignal }): Promise<void>;
+  output(opts?: CallOptions & { onStdout?: (b: Buffer) => void; onStderr?: (b: Buffer) => void }):
+    Promise<{ stdout: Buffer; stderr: Buffer; dropped: number; exit: ExecExit | null; exitCode: number | null }>;
+}
+
+export declare class Pty {
+  create(opts?: ProcessOptions & { cmd?: string }): Promise<Process>;
+}
+
 export declare class Commands {
   run(cmd: string, opts?: CommandOptions): Promise<CommandResult>;
+  run(cmd: string, opts: CommandOptions & ProcessOptions & { background: true }): Promise<Process>;
+  start(cmd: string, opts?: ProcessOptions): Promise<Process>;
+  list(opts?: CallOptions): Promise<ProcessInfo[]>;
+  connect(processId: string): Process;
+  sendStdin(processId: string, data: string | Buffer, opts?: CallOptions & { close?: boolean }): Promise<number>;
+  kill(processId: string, opts?: CallOptions): Promise<void>;
 }
 
 export declare class Files {
@@ -249,6 +320,7 @@ export declare class Sandbox {
   readonly info: SandboxInfo;
   readonly commands: Commands;
   readonly files: Files;
+  readonly pty: Pty;
   getInfo(opts?: CallOptions): Promise<SandboxInfo>;
   isRunning(): Promise<boolean>;
   setTimeout(seconds: number, opts?: CallOptions): Promise<SandboxInfo>;

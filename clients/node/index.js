@@ -14,9 +14,10 @@ const errors = require('./lib/errors');
 const { Client } = require('./lib/client');
 const { Result, Execution } = require('./lib/execution');
 const { Sandbox, CodeContext, Commands, Files } = require('./lib/sandbox');
+const { Process, Pty } = require('./lib/processes');
 
 module.exports = {
-  Sandbox, CodeContext, Commands, Files, Client, Execution, Result,
+  Sandbox, CodeContext, Commands, Files, Client, Execution, Result, Process, Pty,
   SandgateError: errors.SandgateError, Unauthenticated: errors.Unauthenticated,
   PermissionDenied: errors.PermissionDenied, PolicyDenied: errors.PolicyDenied,
   NotFound: errors.NotFound, SandboxNotFound: errors.SandboxNotFound, SandboxLost: errors.SandboxLost,

@@ -34,6 +34,11 @@ OTHER_KEY = "sg-other-key-0002"
 DAEMON_SECRET = "SANDGATE_TEST_DAEMON_SECRET"  # in the daemons' env; never in a sandbox
 D = pyvenv.Daemons(TMP, pyvenv.local_policy("    file_bytes: 64KiB\n"),
                    env={DAEMON_SECRET: "daemon-only-value"})
+# The gvisor run (client_python_gvisor): the second and third daemon pairs
+# (LostTest, TLSTest) create one or two sandboxes each, so they warm one
+# gVisor sandbox per template instead of the shipped pools (each costs ~110
+# MiB and 2 s+ of CPU under ptrace). The process run keeps the shipped pools.
+SMALL_POOL = {"SANDGATE_POOL_SIZE": "1"} if pyvenv.drivers.is_gvisor() else {}
 
 
 def setUpModule():
@@ -605,7 +610,7 @@ class LostTest(unittest.TestCase):
 
     def test_host_restart_loses_the_sandbox(self):
         d = pyvenv.Daemons(TMP, name="lost",
-                           env={"SANDGATE_HOST_NAME": "lost" + uuid.uuid4().hex[:6]})
+                           env=dict(SMALL_POOL, SANDGATE_HOST_NAME="lost" + uuid.uuid4().hex[:6]))
         self.addCleanup(d.stop)
         d.start()
         with sandgate.Client(d.addr, DEMO_KEY) as c:
@@ -665,7 +670,8 @@ class TLSTest(unittest.TestCase):
         make_pki(pki, cls.SPIFFE)
         policy = pyvenv.local_policy() + ("  - id: spiffe\n    mtls: [\"%s\"]\n"
                                           "    templates: [code-interpreter]\n" % cls.SPIFFE)
-        cls.d = pyvenv.Daemons(TMP, policy, env={"SANDGATE_GATEWAY_TLS_DIR": pki}, name="tls")
+        cls.d = pyvenv.Daemons(TMP, policy, env=dict(SMALL_POOL, SANDGATE_GATEWAY_TLS_DIR=pki),
+                               name="tls")
         cls.addClassCleanup(cls.d.stop)
         cls.d.start()
 
@@ -721,6 +727,72 @@ class TLSTest(unittest.TestCase):
 
 
 class AsyncTest(Base):
+
+    def test_async_files_and_labels(self):
+        """The asyncio twins of Files' workspace calls and of labels/pages."""
+        pbm = self.demo.pb
+
+        async def scenario():
+            async with sandgate.AsyncClient(D.addr, DEMO_KEY) as c:
+                run = uuid.uuid4().hex[:6]
+                made = []
+                try:
+                    for i in range(3):
+                        made.append(await sandgate.AsyncSandbox.create(
+                            user_id="alice", task_id=self.task() + str(i), client=c,
+                            metadata={"arun": run, "n": str(i)}))
+                    sb = made[0]
+                    self.assertEqual(sb.info.metadata, {"arun": run, "n": "0"})
+                    page = await sandgate.AsyncSandbox.list(user_id="alice", client=c,
+                                                            metadata={"arun": run}, page_size=2)
+                    self.assertEqual(len(page), 2)
+                    self.assertTrue(page.next_page_token)
+                    every = await sandgate.AsyncSandbox.list_all(
+                        user_id="alice", client=c, metadata={"arun": run}, page_size=2)
+                    self.assertEqual([s.sandbox_id for s in every],
+                                     sorted(s.sandbox_id for s in made))
+                    one = await sandgate.AsyncSandbox.list(user_id="alice", client=c,
+                                                           metadata={"arun": run, "n": "2"})
+                    self.assertEqual([s.sandbox_id for s in one], [made[2].sandbox_id])
+                    with self.assertRaises(sandgate.InvalidArgument):
+                        await sandgate.AsyncSandbox.list(user_id="alice", client=c,
+                                                         page_token="nope")
+                    f = sb.files
+                    data = os.urandom(3 * (1 << 20) + 7)
+                    up = await f.upload("d/big.bin", data, chunk_size=1 << 20)
+                    self.assertEqual((up.size, up.bytes_written), (len(data), len(data)))
+                    self.assertEqual(await f.download("d/big.bin"), data)
+                    self.assertEqual(await f.download("d/big.bin", offset=10, length=20),
+                                     data[10:30])
+                    up = await f.upload("d/big.bin", data[:5], offset=len(data))
+                    self.assertEqual(up.size, len(data) + 5)
+                    info = await f.make_dir("x/y", parents=True)
+                    self.assertEqual(info.type, pbm.FILE_TYPE_DIRECTORY)
+                    self.assertTrue(await f.exists("x/y"))
+                    self.assertFalse(await f.exists("x/nope"))
+                    st = await f.stat("d/big.bin")
+                    self.assertEqual((st.type, st.size), (pbm.FILE_TYPE_FILE, len(data) + 5))
+                    ls = await f.list("", recursive=True)
+                    self.assertIn("d/big.bin", [e.path for e in ls.entries])
+                    r = await f.rename("d/big.bin", "x/y/moved.bin")
+                    self.assertEqual(r.path, "x/y/moved.bin")
+                    with self.assertRaises(sandgate.NotFound):
+                        await f.stat("d/big.bin")
+                    with self.assertRaises(sandgate.InvalidArgument):
+                        await f.stat("../etc")
+                    self.assertEqual(await f.remove("x", recursive=True), 3)
+                    await f.make_dir("w")
+                    events = f.watch("w")
+                    first = await events.__anext__()
+                    self.assertEqual(first.type, pbm.FILE_EVENT_READY)
+                    await f.write("w/new.txt", "n")
+                    seen = await asyncio.wait_for(events.__anext__(), 10)
+                    self.assertEqual((seen.type, seen.path), (pbm.FILE_EVENT_CREATE, "w/new.txt"))
+                    await events.aclose()
+                finally:
+                    for m in made:
+                        await m.kill()
+        asyncio.run(scenario())
 
     def test_async_twin(self):
         async def scenario():

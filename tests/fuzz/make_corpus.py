@@ -69,7 +69,44 @@ host = [  # index = position in host_request_fuzz.c's msgs[]
     (10, "reflection_ext", ld(5, ld(1, "sandgate.v1.Host") + varint(2 << 3) + varint(5))),
 ]
 
-for side, seeds in (("gateway_request_fuzz", gateway), ("host_request_fuzz", host)):
+
+
+def page_token(sid):
+    import base64
+    return "sgp1." + base64.urlsafe_b64encode(sid.encode()).decode().rstrip("=")
+
+
+LABELS = ld(9, ld(1, "team") + ld(2, "red")) + ld(9, ld(1, "app.kubernetes.io/name") +
+                                                  ld(2, "caf\xc3\xa9"))
+api = [  # index = position in gateway_api_fuzz.c's msgs[]
+    (0, "ls", REF + ld(3, "dir") + vi(4, 1) + vi(5, 500)),
+    (0, "ls_max", REF + vi(5, 10001)),
+    (1, "stat", REF + ld(3, "dir/a.txt")), (1, "stat_dotdot", REF + ld(3, "../../etc/passwd")),
+    (2, "mkdir", REF + ld(3, "a/b/c") + vi(4, 1) + vi(5, 0o700)),
+    (2, "mkdir_mode", REF + ld(3, "a") + vi(5, 0o1777)),
+    (3, "rm", REF + ld(3, "a") + vi(4, 1)),
+    (4, "mv", REF + ld(3, "a.txt") + ld(4, "b/a.txt") + vi(5, 1)),
+    (4, "mv_nul", REF + ld(3, b"a\0b") + ld(4, "c")),
+    (5, "upload", REF + ld(3, "up.bin") + vi(4, 0) + ld(5, b"\x00" * 64) + vi(6, 0o644) +
+     vi(7, 64)),
+    (5, "upload_resume", REF + ld(3, "up.bin") + vi(4, 1 << 40) + vi(7, (1 << 64) - 1)),
+    (6, "download", REF + ld(3, "big.bin") + vi(4, 100) + vi(5, 50) + vi(6, 4096)),
+    (6, "download_chunk", REF + ld(3, "big.bin") + vi(6, (4 << 20) + 1)),
+    (7, "watch", REF + ld(3, "w") + vi(4, 1)),
+    (8, "contexts", REF), (9, "restart", REF + ld(3, "default")),
+    (10, "delete", REF + ld(3, "ctx-1")),
+    (11, "list_labels", ld(1, "alice") + ld(2, ld(1, "team") + ld(2, "red")) + vi(3, 2) +
+     ld(4, page_token(SID))),
+    (11, "list_bad_token", ld(1, "alice") + ld(4, "sgp1.!!!")),
+    (11, "list_page", ld(1, "alice") + vi(3, 1001)),
+    (12, "create_labels", CREATE + LABELS),
+    (12, "create_label_key", ld(1, "code-interpreter") + ld(9, ld(1, "bad key") + ld(2, "v"))),
+    (13, "health", ld(1, "sandgate.v1.Sandboxes")),
+    (14, "reflection", ld(4, "sandgate.v1.Sandboxes")),
+]
+
+for side, seeds in (("gateway_request_fuzz", gateway), ("host_request_fuzz", host),
+                    ("gateway_api_fuzz", api)):
     d = os.path.join(HERE, "corpus", side)
     os.makedirs(d, exist_ok=True)
     for idx, name, wire in seeds:

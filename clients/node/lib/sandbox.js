@@ -6,6 +6,7 @@
 const { Client } = require('./client');
 const { NotFound, SandboxNotFound, SandgateError } = require('./errors');
 const { RunCodeAccumulator, ExecAccumulator, sandboxInfo } = require('./execution');
+const processes = require('./processes');
 
 // The server enforces an action's timeout; the client deadline only bounds a stuck call.
 const DEADLINE_SLACK = 60;
@@ -72,6 +73,7 @@ class Commands {
    * not an error. opts: timeout (s), onStdout, onStderr, maxOutputBytes,
    * requestTimeout, signal (AbortSignal). */
   async run(cmd, opts = {}) {
+    if (opts.background) return this.start(cmd, opts);
     const sb = this._sb;
     const acc = new ExecAccumulator(opts);
     await sb.client.stream('Exec', {
@@ -81,6 +83,18 @@ class Commands {
     return acc.finish();
   }
 }
+
+Commands.prototype.start = function start(cmd, opts = {}) {
+  /** A background process (lib/processes.js): resolves to a Process once it
+   * runs. opts: pty, rows, cols, timeout, maxOutputBytes, requestTimeout. */
+  return processes.start(this._sb, cmd, opts);
+};
+/** sandgate.v1.ProcessInfo of every process (running and recently exited). */
+Commands.prototype.list = function list(opts = {}) { return processes.list(this._sb, opts); };
+/** A handle on a process started earlier (by this client or another). */
+Commands.prototype.connect = function connect(processId) { return new processes.Process(this._sb, processId); };
+Commands.prototype.sendStdin = function sendStdin(processId, data, opts) { return this.connect(processId).sendStdin(data, opts); };
+Commands.prototype.kill = function kill(processId, opts) { return this.connect(processId).kill(opts); };
 
 class Files {
   constructor(sandbox) { this._sb = sandbox; }
@@ -220,6 +234,7 @@ class Sandbox {
     this._killed = false;
     this.commands = new Commands(this);
     this.files = new Files(this);
+    this.pty = new processes.Pty(this);
   }
 
   /**

@@ -76,6 +76,15 @@ class AsyncClient:
         finally:
             call.cancel()
 
+    async def client_stream(self, method: str, requests: Any,
+                            timeout: Optional[float] = None) -> Any:
+        """A client-streaming RPC by name with an (async) iterator of
+        requests; the reply, or raises SandgateError."""
+        try:
+            return await self._calls[method](requests, metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
     async def close(self) -> None:
         await self._channel.close()
 
@@ -159,6 +168,101 @@ class AsyncFiles:
                                      timeout=request_timeout)
         return int(resp.bytes_written)
 
+    # As Files: the proto messages as they are (FileInfo, FileEvent, ...).
+
+    async def list(self, path: str = "", recursive: bool = False, max_entries: int = 0,
+                   request_timeout: Optional[float] = None) -> Any:
+        """See Files.list."""
+        sb = self._sb
+        return await sb.client.unary("ListFiles", rq.ref(
+            pb.ListFilesRequest, sb.sandbox_id, sb.user_id, path=path, recursive=recursive,
+            max_entries=max_entries), timeout=request_timeout)
+
+    async def stat(self, path: str = "", request_timeout: Optional[float] = None) -> Any:
+        """See Files.stat."""
+        sb = self._sb
+        return await sb.client.unary("StatFile", rq.ref(pb.StatFileRequest, sb.sandbox_id,
+                                                        sb.user_id, path=path),
+                                     timeout=request_timeout)
+
+    async def exists(self, path: str) -> bool:
+        """See Files.exists."""
+        from .errors import NotFound
+        try:
+            await self.stat(path)
+            return True
+        except NotFound:
+            return False
+
+    async def make_dir(self, path: str, parents: bool = False, mode: int = 0,
+                       request_timeout: Optional[float] = None) -> Any:
+        """See Files.make_dir."""
+        sb = self._sb
+        return await sb.client.unary("MakeDir", rq.ref(
+            pb.MakeDirRequest, sb.sandbox_id, sb.user_id, path=path, parents=parents, mode=mode),
+            timeout=request_timeout)
+
+    async def remove(self, path: str, recursive: bool = False,
+                     request_timeout: Optional[float] = None) -> int:
+        """See Files.remove."""
+        sb = self._sb
+        resp = await sb.client.unary("RemoveFile", rq.ref(
+            pb.RemoveFileRequest, sb.sandbox_id, sb.user_id, path=path, recursive=recursive),
+            timeout=request_timeout)
+        return int(resp.removed)
+
+    async def rename(self, src: str, dst: str, overwrite: bool = False,
+                     request_timeout: Optional[float] = None) -> Any:
+        """See Files.rename."""
+        sb = self._sb
+        return await sb.client.unary("RenameFile", rq.ref(
+            pb.RenameFileRequest, sb.sandbox_id, sb.user_id, from_path=src, to_path=dst,
+            overwrite=overwrite), timeout=request_timeout)
+
+    async def upload(self, path: str, data: Any, *, offset: int = 0, chunk_size: int = 1 << 20,
+                     mode: int = 0, size: Optional[int] = None,
+                     request_timeout: Optional[float] = None) -> Any:
+        """See Files.upload (bytes, str or a binary file object; read in
+        chunks as they are sent)."""
+        sb = self._sb
+        if size is None:
+            try:
+                size = offset + len(data)
+            except TypeError:
+                size = 0
+        return await sb.client.client_stream(
+            "UploadFile", rq.upload_requests(sb.sandbox_id, sb.user_id, path, data, offset,
+                                             chunk_size, mode, size),
+            timeout=request_timeout)
+
+    def download_chunks(self, path: str, *, offset: int = 0, length: int = 0,
+                        chunk_size: int = 0,
+                        request_timeout: Optional[float] = None) -> AsyncGenerator[Any, None]:
+        """See Files.download_chunks: an async iterator of FileChunk."""
+        sb = self._sb
+        return sb.client.stream("DownloadFile", rq.ref(
+            pb.DownloadFileRequest, sb.sandbox_id, sb.user_id, path=path, offset=offset,
+            length=length, chunk_bytes=chunk_size), timeout=request_timeout)
+
+    async def download(self, path: str, *, offset: int = 0, length: int = 0, chunk_size: int = 0,
+                       request_timeout: Optional[float] = None) -> bytes:
+        """See Files.download."""
+        out = []
+        async for c in self.download_chunks(path, offset=offset, length=length,
+                                            chunk_size=chunk_size,
+                                            request_timeout=request_timeout):
+            out.append(c.data)
+        return b"".join(out)
+
+    def watch(self, path: str = "", recursive: bool = False,
+              request_timeout: Optional[float] = None) -> AsyncGenerator[Any, None]:
+        """See Files.watch: an async iterator of FileEvent; aclose() it (or
+        leave the async for) to stop watching."""
+        sb = self._sb
+        return sb.client.stream("WatchFiles", rq.ref(pb.WatchFilesRequest, sb.sandbox_id,
+                                                     sb.user_id, path=path, recursive=recursive),
+                                timeout=request_timeout)
+
 
 class _Opening:
     """What AsyncSandbox.create/connect return: await it for the sandbox, or
@@ -197,6 +301,7 @@ class AsyncSandbox:
                task_id: str = "", ttl_seconds: Optional[float] = None,
                env: Optional[Mapping[str, str]] = None, egress: rq.Egress = (),
                secrets: Iterable[str] = (), user_token: str = "",
+               metadata: Optional[Mapping[str, str]] = None,
                client: Optional[AsyncClient] = None, request_timeout: Optional[float] = None,
                **conn: Any) -> _Opening:
         """See Sandbox.create."""
@@ -206,7 +311,8 @@ class AsyncSandbox:
                 u = rq.user(user_id, c.user_id)
                 info = await c.unary("CreateSandbox",
                                      rq.create(template, u, task_id, ttl_seconds, env, egress,
-                                               secrets, user_token), timeout=request_timeout)
+                                               secrets, user_token, metadata),
+                                     timeout=request_timeout)
             except BaseException:
                 if owns:
                     await c.close()
@@ -231,19 +337,35 @@ class AsyncSandbox:
         return _Opening(go())
 
     @staticmethod
-    async def list(*, user_id: Optional[str] = None, client: Optional[AsyncClient] = None,
+    async def list(*, user_id: Optional[str] = None, metadata: Optional[Mapping[str, str]] = None,
+                   page_size: int = 0, page_token: str = "", client: Optional[AsyncClient] = None,
                    request_timeout: Optional[float] = None, **conn: Any) -> SandboxList:
-        """See Sandbox.list."""
+        """See Sandbox.list: one page, filtered by labels (metadata)."""
         c, owns = _client(client, conn)
         try:
-            resp = await c.unary("ListSandboxes",
-                                 pb.ListSandboxesRequest(user_id=rq.user(user_id, c.user_id)),
-                                 timeout=request_timeout)
+            req = pb.ListSandboxesRequest(user_id=rq.user(user_id, c.user_id),
+                                          page_size=page_size, page_token=page_token)
+            req.metadata.update(dict(metadata or {}))
+            resp = await c.unary("ListSandboxes", req, timeout=request_timeout)
         finally:
             if owns:
                 await c.close()
         boxes, unreachable = rq.list_answer(resp)
-        return SandboxList([SandboxInfo.from_pb(m) for m in boxes], unreachable)
+        return SandboxList([SandboxInfo.from_pb(m) for m in boxes], unreachable,
+                           resp.next_page_token)
+
+    @staticmethod
+    async def list_all(*, page_size: int = 0, **kw: Any) -> SandboxList:
+        """See Sandbox.list_all: every page of list(**kw) joined."""
+        out = SandboxList()
+        token = ""
+        while True:
+            page = await AsyncSandbox.list(page_size=page_size, page_token=token, **kw)
+            out.extend(page)
+            out.unreachable_hosts = sorted(set(out.unreachable_hosts) | set(page.unreachable_hosts))
+            token = page.next_page_token
+            if not token:
+                return out
 
     @property
     def sandbox_id(self) -> str:

@@ -314,6 +314,33 @@ test('commands.run', async () => {
   assert.equal(r.timedOut, true);
 });
 
+test('background processes and a PTY', async () => {
+  const sb = await sandbox('procs');
+  const p = await sb.commands.run('read line; echo got:$line; sleep 30', { background: true });
+  assert.ok(p instanceof sg.Process);
+  assert.deepStrictEqual((await sb.commands.list()).map((x) => x.process_id), [p.processId]);
+  assert.strictEqual(await p.sendStdin('hi\n'), 0);
+  const ac = new AbortController();
+  let seen = '';
+  await assert.rejects(p.attach((ev) => {
+    if (ev.event === 'stdout') seen += Buffer.from(ev.stdout.data).toString();
+    if (seen === 'got:hi\n') ac.abort(new Error('seen'));
+  }, { signal: ac.signal }), /seen/);
+  await p.signal('TERM');
+  const info = await p.wait(20);
+  assert.strictEqual(info.state, 'PROCESS_STATE_EXITED');
+  assert.strictEqual(info.exit.signal, 15);
+  const out = await sb.commands.connect(p.processId).output();
+  assert.strictEqual(out.stdout.toString(), 'got:hi\n');
+  await rejectsWith(p.sendStdin('late'), sg.FailedPrecondition, 'stdin after the exit');
+  await rejectsWith(sb.commands.connect('bogus').kill(), sg.InvalidArgument, 'a bad process id');
+  const t = await sb.pty.create({ rows: 10, cols: 50 });
+  await t.sendStdin('stty size; exit 4\n');
+  const o = await t.output();
+  assert.ok(o.stdout.toString().includes('10 50'), o.stdout.toString());
+  assert.strictEqual(o.exitCode, 4);
+});
+
 test('files round trip; out of the workspace; over the cap', async () => {
   const sb = await sandbox('files');
   const data = Buffer.alloc(256 * 40, 0).map((_, i) => i % 256);

@@ -32,6 +32,8 @@ _KEEP_DEFAULT = frozenset((signal.SIGKILL, signal.SIGSTOP, signal.SIGSEGV,
 # runsc) does not shield pid 1 from signals its own sandbox sends it, as
 # Linux does, and a context runs as the agent's uid. Children get them all
 # back at their defaults.
+_PY_IGNORED = tuple(getattr(signal, n) for n in ("SIGPIPE", "SIGXFZ", "SIGXFSZ")
+                    if hasattr(signal, n))
 AGENT_SIGNALS = tuple(s for s in sorted(signal.valid_signals())
                       if 0 < s < signal.NSIG and s not in _KEEP_DEFAULT)
 
@@ -301,6 +303,12 @@ def _become_context(ctx_end, out_w, err_w, env, drop, language="python"):
                 signal.signal(s, signal.SIG_DFL)
             except (OSError, ValueError):
                 pass
+        # ... but as a fresh CPython has them (a context is a Python, as the
+        # process driver's are): SIGPIPE and SIGXFSZ ignored, so a write
+        # past RLIMIT_FSIZE (the disk limit) is an OSError (EFBIG), not a
+        # SIGXFSZ that kills the interpreter and loses its state.
+        for s in _PY_IGNORED:
+            signal.signal(s, signal.SIG_IGN)
         keep = {ctx_end.fileno(), out_w, err_w}
         _close_all_but(keep)
         os.environ.clear()
