@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -936,6 +937,13 @@ void host_proc_rpc_resize(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
                                                   : "process %s is still starting", p->id);
         return;
     }
+    /* The process driver hands the host the PTY master itself: set the size
+     * here too, so it holds before this call answers (input sent next is
+     * read at the new size). A relayed fd (gVisor) is no terminal: the
+     * supervisor's RESIZE does it. */
+    struct winsize ws = {.ws_row = (unsigned short)r->rows, .ws_col = (unsigned short)r->cols};
+    if (p->out.fd >= 0)
+        ioctl(p->out.fd, TIOCSWINSZ, &ws);
     if (host_supervisor_send(sb, "RESIZE %s %u %u", p->id, r->rows, r->cols) != 0) {
         fail(c, SG_EUNAVAIL, "%s", "cannot reach the sandbox's supervisor");
         return;
