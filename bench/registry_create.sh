@@ -71,6 +71,9 @@ registry="registry:
 mkdir -p "$work/rt"
 sed -e "s|^runtime_dir:.*|runtime_dir: $work/rt|" -e "s|^uid_base:.*|uid_base: 420000|" \
     -e "s|^name:.*|name: sgbreg|" "$repo/deploy/local/host.yaml" >"$work/host.yaml"
+# the process template only (tests/drivers.py), as bench/run.sh: no gVisor
+# pool warming beside the creates this script times
+SANDGATE_TEST_DRIVER=process /usr/bin/python3 "$repo/tests/drivers.py" "$work/host.yaml"
 printf '%s\n  lease_ttl: 5\n' "$registry" >>"$work/host.yaml"
 "$bin/sandgate-host" --config "$work/host.yaml" --listen 127.0.0.1:0 --port-file "$work/host.port" \
   >"$work/host.log" 2>&1 &

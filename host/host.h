@@ -109,6 +109,7 @@ struct host_ctx {
     host_ctx *next;
     host_sandbox *sb;        /* borrowed: the owner */
     char id[HOST_ID_MAX];
+    char language[16];       /* "python" or "javascript" (host_ctx_language_ok) */
     host_ctx_state state;
     host_watch sock, out, err;   /* fd -1 when closed */
     host_run *run;           /* the run in progress; owned */
@@ -274,6 +275,7 @@ int host_supervisor_send(host_sandbox *sb, const char *fmt, ...)
 
 /* context.c */
 host_ctx *host_ctx_new(host_sandbox *sb, const char *id);
+int host_ctx_language_ok(const char *language);
 host_ctx *host_ctx_find(host_sandbox *sb, const char *id);
 void host_ctx_attach(host_ctx *c, int sock, int out, int err);
 void host_ctx_spawn(host_ctx *c);

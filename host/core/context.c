@@ -34,11 +34,19 @@ host_ctx *host_ctx_find(host_sandbox *sb, const char *id)
     return NULL;
 }
 
+/* The languages a context may speak: "python" (the template's interpreter,
+ * host/runtime/context.py) and "javascript" (Node, host/runtime/js/). */
+int host_ctx_language_ok(const char *language)
+{
+    return strcmp(language, "python") == 0 || strcmp(language, "javascript") == 0;
+}
+
 host_ctx *host_ctx_new(host_sandbox *sb, const char *id)
 {
     host_ctx *c = calloc(1, sizeof *c);
     c->sb = sb;
     snprintf(c->id, sizeof c->id, "%s", id);
+    snprintf(c->language, sizeof c->language, "python");
     c->state = CTX_STARTING;
     c->created_ms = host_wall_ms();
     c->sock.fd = c->out.fd = c->err.fd = -1;
@@ -234,7 +242,7 @@ void host_ctx_attach(host_ctx *c, int sock, int out, int err)
         Sandgate__V1__Context ctx;
         sandgate__v1__context__init(&ctx);
         ctx.context_id = c->id;
-        ctx.language = "python";
+        ctx.language = c->language;
         rpc_call_reply(c->create_call, &ctx.base);
         rpc_call_unref(c->create_call);
         c->create_call = NULL;
@@ -559,7 +567,7 @@ void host_ctx_fill_info(const host_ctx *c, Sandgate__V1__ContextInfo *out)
 {
     sandgate__v1__context_info__init(out);
     out->context_id = (char *)c->id;
-    out->language = "python";
+    out->language = (char *)c->language;
     out->created_at = c->created_ms;
     out->restarts = (uint32_t)c->restarts;
     switch (c->state) {

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -76,6 +77,8 @@ struct host_proc {
     int stdin_closed;
     int64_t started_ms, ended_ms, started_us, ended_us, deadline_us;
     int kill_sent, timed_out, exit_code, signal;
+    int exit_seen;           /* EXIT came; output fds still open: until EOF or exit_grace_us */
+    int64_t exit_grace_us;
     rpc_call *start_call;    /* owned ref: the Exec, until PROC or PROCERR */
     attacher *attachers;
     waiter *waiters;
@@ -409,10 +412,30 @@ static void drain(host_proc *p, host_watch *w)
     }
 }
 
+static void end(host_proc *p, int code, int sig);
+
+/* After EXIT: once both output fds reached EOF, or at the grace's end (a
+ * child it left behind may hold them open), the process has ended. A
+ * driver that relays output (gVisor) may deliver its last bytes after EXIT. */
+static void finish_exit(host_proc *p, int force)
+{
+    if (!p->exit_seen || p->state == P_EXITED)
+        return;
+    if (!force && (p->out.fd >= 0 || p->err.fd >= 0))
+        return;
+    drain(p, &p->out);
+    drain(p, &p->err);
+    host_watch_close(&p->out);
+    host_watch_close(&p->err);
+    end(p, p->exit_code, p->signal);
+    pump_proc(p);
+}
+
 static void on_output(host_watch *w, uint32_t events)
 {
     host_proc *p = w->owner;
     drain(p, w);
+    finish_exit(p, 0);
     pump_proc(p);
 }
 
@@ -580,17 +603,19 @@ void host_proc_failed(host_proc *p, const char *msg)
     }
 }
 
+#define PROC_EXIT_GRACE_US 500000
+
 void host_proc_exited(host_proc *p, int code, int sig)
 {
-    if (p->state == P_EXITED)
+    if (p->state == P_EXITED || p->exit_seen)
         return;
+    p->exit_seen = 1;
+    p->exit_code = code;
+    p->signal = sig;
+    p->exit_grace_us = host_now_us() + PROC_EXIT_GRACE_US;
     drain(p, &p->out);
     drain(p, &p->err);
-    /* A child it left behind may hold the fds open: don't wait for it. */
-    host_watch_close(&p->out);
-    host_watch_close(&p->err);
-    end(p, code, sig);
-    pump_proc(p);
+    finish_exit(p, 0);
 }
 
 /* An attacher that cannot wait for the ring to drain: the rest is dropped. */
@@ -612,7 +637,9 @@ void host_procs_destroy(host_sandbox *sb)
             rpc_call_unref(p->start_call);
             p->start_call = NULL;
         }
-        if (p->state != P_EXITED)
+        if (p->state != P_EXITED && p->exit_seen)
+            end(p, p->exit_code, p->signal);
+        else if (p->state != P_EXITED)
             end(p, -1, 9);   /* died with its sandbox */
         while (p->attachers) {
             at_cut(p, p->attachers);
@@ -648,7 +675,10 @@ void host_procs_tick(host_sandbox *sb, int64_t now)
 {
     size_t exited = 0;
     for (host_proc *p = sb->procs; p; p = p->next) {
-        if (p->state != P_EXITED && !p->kill_sent && p->deadline_us && now >= p->deadline_us) {
+        if (p->exit_seen && now >= p->exit_grace_us)
+            finish_exit(p, 1);
+        if (p->state != P_EXITED && !p->exit_seen && !p->kill_sent && p->deadline_us &&
+            now >= p->deadline_us) {
             p->timed_out = 1;
             p->kill_sent = 1;
             host_metrics_timeout("process");
@@ -907,6 +937,13 @@ void host_proc_rpc_resize(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
                                                   : "process %s is still starting", p->id);
         return;
     }
+    /* The process driver hands the host the PTY master itself: set the size
+     * here too, so it holds before this call answers (input sent next is
+     * read at the new size). A relayed fd (gVisor) is no terminal: the
+     * supervisor's RESIZE does it. */
+    struct winsize ws = {.ws_row = (unsigned short)r->rows, .ws_col = (unsigned short)r->cols};
+    if (p->out.fd >= 0)
+        ioctl(p->out.fd, TIOCSWINSZ, &ws);
     if (host_supervisor_send(sb, "RESIZE %s %u %u", p->id, r->rows, r->cols) != 0) {
         fail(c, SG_EUNAVAIL, "%s", "cannot reach the sandbox's supervisor");
         return;

@@ -260,8 +260,8 @@ static void do_extend(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
 static void do_create_context(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m)
 {
     const Sandgate__V1__CreateContextRequest *r = (const Sandgate__V1__CreateContextRequest *)m;
-    if (r->language[0] && strcmp(r->language, "python") != 0) {
-        fail(c, SG_EINVAL, "language must be \"python\"");
+    if (r->language[0] && !host_ctx_language_ok(r->language)) {
+        fail(c, SG_EINVAL, "language must be \"python\" or \"javascript\"");
         return;
     }
     int live = 0;
@@ -282,6 +282,8 @@ static void do_create_context(rpc_call *c, host_sandbox *sb, ProtobufCMessage *m
     char id[32];
     snprintf(id, sizeof id, "ctx%u", ++sb->ctx_seq);
     host_ctx *ctx = host_ctx_new(sb, id);
+    if (r->language[0])
+        snprintf(ctx->language, sizeof ctx->language, "%s", r->language);
     ctx->create_call = rpc_call_ref(c);
     host_ctx_spawn(ctx);
 }

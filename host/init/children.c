@@ -105,7 +105,7 @@ static void report(init_state *s, const char *verb, init_child *c, int status)
 /* In the forked child: the signals pid 1 ignores or takes through signalfd
  * go back to their defaults, the mask is cleared, and 0/1/2 (and 3 for a
  * context) are the only fds left. Never returns. */
-static void exec_context(init_state *s, int ctx_end, int out_w, int err_w)
+static void exec_context(init_state *s, int ctx_end, int out_w, int err_w, int javascript)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -119,15 +119,22 @@ static void exec_context(init_state *s, int ctx_end, int out_w, int err_w)
     if (devnull < 0 || setpgid(0, 0) != 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 ||
         dup2(err_w, 2) < 0 || dup2(ctx_end, 3) < 0)
         _exit(127);
-    char *argv[] = {(char *)s->python, "-I", (char *)s->context_main, NULL};
+    char *argv[] = {(char *)s->python, "-I", (char *)s->context_main,
+                    javascript ? "--javascript" : NULL, NULL};
     execve(s->python, argv, s->envp);
     _exit(127);
 }
 
-/* CTX <id>: a new context, a fresh interpreter. Reply CTX + [sock, out_r,
- * err_r] or CTXERR. */
-void init_ctx_start(init_state *s, const char *id)
+/* CTX <id> [language]: a new context, a fresh interpreter (context_main.py,
+ * which execs Node for "javascript"). Reply CTX + [sock, out_r, err_r] or
+ * CTXERR. */
+void init_ctx_start(init_state *s, const char *id, const char *language)
 {
+    int javascript = strcmp(language, "javascript") == 0;
+    if (!javascript && strcmp(language, "python") != 0) {
+        reply_err(s, "CTXERR", id, "unknown language");
+        return;
+    }
     init_child *c = claim(s, s->ctx, INIT_MAX_CTX, "CTXERR", "context", id);
     if (!c)
         return;
@@ -142,7 +149,7 @@ void init_ctx_start(init_state *s, const char *id)
     }
     pid_t pid = fork();
     if (pid == 0)
-        exec_context(s, sv[1], out[1], err[1]);
+        exec_context(s, sv[1], out[1], err[1], javascript);
     int mine[] = {sv[1], out[1], err[1]};
     close_fds(mine, 3);
     int host[] = {sv[0], out[0], err[0]};
@@ -165,7 +172,7 @@ void init_ctx_release_held(init_state *s)
     memset(&s->held, 0, sizeof s->held);
     if (!h.pid) {
         close_fds(s->held_fds, 3);
-        init_ctx_start(s, h.id);
+        init_ctx_start(s, h.id, "python");   /* the default context */
         return;
     }
     /* The table is empty: nothing was started before READY. */

@@ -200,7 +200,10 @@ static void on_message(init_state *s, bool *pooled)
         rest = msgbuf + n;
     const char *cmd = msgbuf;
     if (strcmp(cmd, "CTX") == 0) {
-        init_ctx_start(s, rest);
+        char *language = strchr(rest, ' ');   /* CTX <id> [python|javascript] */
+        if (language)
+            *language++ = 0;
+        init_ctx_start(s, rest, language && *language ? language : "python");
     } else if (strcmp(cmd, "ADOPT") == 0) {
         char *pid = strchr(rest, ' ');
         if (pid)

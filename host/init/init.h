@@ -66,7 +66,7 @@ int init_send(init_state *s, const char *text, const int *fds, int nfds);
 void init_shutdown(init_state *s) __attribute__((noreturn));
 
 /* children.c */
-void init_ctx_start(init_state *s, const char *id);
+void init_ctx_start(init_state *s, const char *id, const char *language);
 void init_ctx_release_held(init_state *s);
 void init_ctx_adopt(init_state *s, const char *id, pid_t pid);
 void init_exec_start(init_state *s, const char *id, const char *command);

@@ -19,5 +19,8 @@ import prctl  # noqa: E402
 
 # exec made this process dumpable again; the zygote's forks are not.
 prctl.set_dumpable(False)
+if sys.argv[1:] == ["--javascript"]:   # CTX <id> javascript
+    import jscontext  # noqa: E402
+    jscontext.exec_node(3, 1, 2, dict(os.environ))   # never returns
 context.start(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=3),
               1, 2)

@@ -6,7 +6,8 @@ joins the sandbox's cgroups and other namespaces (sgc_join), forks the
 context (K) and exits, so K is reparented to the sandbox's pid 1
 (sandgate-init, which reaps it once the host has told it K's pid with
 ADOPT). K drops to the sandbox's uid, capabilities and seccomp filter
-(sgc_enter_joined) and becomes a context (context.py), which takes its
+(sgc_enter_joined) and becomes a context (context.py; for `"language":
+"javascript"` it execs Node instead, jscontext.py), which takes its
 environment and workdir from the host's first frame (`A`). So a later
 context shares the zygote's preloaded heap exactly as the default one does.
 The zygote answers JOINED <job> <K's pid in the sandbox> or
@@ -23,6 +24,7 @@ import time
 
 import context
 import frames
+import jscontext
 import prctl
 from contain import ContainError
 
@@ -42,7 +44,10 @@ def handle(ctl, control_fd, payload, fds, contain):
         spec = req["spec"]
         if not isinstance(spec, str):
             raise ValueError("JOIN: spec must be a string")
-        reply = "JOINED %s %d" % (job, _fork(control_fd, spec, fds, contain))
+        language = req.get("language", "python")
+        if language not in ("python", "javascript"):
+            raise ValueError("JOIN: unknown language")
+        reply = "JOINED %s %d" % (job, _fork(control_fd, spec, fds, contain, language))
     except (ValueError, KeyError, TypeError, OSError, ContainError) as e:
         reply = "JOINERR %s %s" % (job, str(e).replace("\n", " "))
     finally:
@@ -54,7 +59,7 @@ def handle(ctl, control_fd, payload, fds, contain):
         pass   # the host is gone; the zygote sees EOF next
 
 
-def _fork(control_fd, spec, fds, contain):
+def _fork(control_fd, spec, fds, contain, language):
     r, w = os.pipe()
     pid = -1
     try:
@@ -65,7 +70,7 @@ def _fork(control_fd, spec, fds, contain):
             _pidns_reset(contain)
     if pid == 0:
         os.close(r)
-        _joiner(control_fd, w, spec, fds, contain)   # never returns
+        _joiner(control_fd, w, spec, fds, contain, language)   # never returns
     os.close(w)
     try:
         text = _read_report(r)
@@ -111,7 +116,7 @@ def _report(w, text):
         pass
 
 
-def _joiner(control_fd, w, spec, fds, contain):
+def _joiner(control_fd, w, spec, fds, contain, language):
     """J: in the sandbox's pid namespace, still root. Never returns."""
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -123,7 +128,7 @@ def _joiner(control_fd, w, spec, fds, contain):
         _report(w, "ERR %s" % e)
         os._exit(1)
     if k == 0:
-        _context(w, spec, fds[1:], contain)
+        _context(w, spec, fds[1:], contain, language)
     os._exit(0)   # K goes to the sandbox's pid 1
 
 
@@ -141,7 +146,7 @@ def _await_reparent():
         time.sleep(0.0005)
 
 
-def _context(w, spec, ctx_fds, contain):
+def _context(w, spec, ctx_fds, contain, language):
     """K: drop into the sandbox and become a context. Never returns."""
     ctx_fd, out_w, err_w = ctx_fds
     try:
@@ -155,6 +160,11 @@ def _context(w, spec, ctx_fds, contain):
     except BaseException as e:
         _report(w, "ERR %s" % e)
         os._exit(1)
+    if language == "javascript":
+        # Node takes its env and workdir from the same 'A' frame; the exec
+        # gets only what Node needs to start.
+        jscontext.exec_node(ctx_fd, out_w, err_w,
+                            {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})   # never returns
     # No parent-death signal: J, our parent, is gone already or about to
     # be; the sandbox's pid namespace ends with its pid 1 anyway.
     context.start(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET,

@@ -33,6 +33,7 @@ import context  # noqa: E402,F401
 import create  # noqa: E402
 import frames  # noqa: E402
 import join  # noqa: E402
+import jscontext  # noqa: E402
 import prctl  # noqa: E402
 from contain import Contain, ContainError  # noqa: E402
 from pid1 import Init  # noqa: E402
@@ -80,6 +81,7 @@ def main(argv):
         os.setpriority(os.PRIO_PROCESS, 0, min(prio + nice, 19))
     contain = Contain(None if args.no_contain else args.contain_lib)
     init = Init(args.init)
+    jscontext.load()   # a sandbox cannot see host/runtime: javascript contexts get it from here
     for name in _RUNTIME_PRELOAD + tuple(
             m.strip() for m in args.preload.split(",") if m.strip()):
         importlib.import_module(name)

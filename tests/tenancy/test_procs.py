@@ -259,6 +259,9 @@ class Procs(unittest.TestCase):
         self.assertTrue(a.done.wait(20))
         self.assertEqual(a.exit().exit_code, 5)
 
+    @unittest.skipIf(drivers.is_gvisor(), "this runsc's PTY line discipline never hands a "
+                     "canonical reader VEOF (^D): a blocked cat sees no end-of-file "
+                     "(host/drivers/gvisor/PROTOCOL.md, Background processes)")
     def test_pty_close_stdin_sends_eof(self):
         pid = self.start("cat; echo done-cat", pty=True)
         self.send(pid, b"abc\n", close_stdin=True)

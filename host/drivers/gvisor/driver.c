@@ -368,7 +368,7 @@ static void gv_cgroup_limits(const host_sandbox *sb, sgc_cgroup_limits *lim)
 
 static int gv_open_context(host_ctx *c, sg_err *err)
 {
-    if (host_supervisor_send(c->sb, "CTX %s", c->id) != 0)
+    if (host_supervisor_send(c->sb, "CTX %s %s", c->id, c->language) != 0)
         return sg_err_set(err, SG_EPRECOND, "cannot reach the sandbox's shim");
     return 0;
 }

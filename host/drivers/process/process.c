@@ -115,7 +115,7 @@ static int proc_open_context(host_ctx *c, sg_err *err)
                               "(pidfd_open failed)");
         return proc_zygote_join(t, c, err);
     }
-    if (host_supervisor_send(c->sb, "CTX %s", c->id) != 0)
+    if (host_supervisor_send(c->sb, "CTX %s %s", c->id, c->language) != 0)
         return sg_err_set(err, SG_EPRECOND, "cannot reach the sandbox's supervisor");
     return 0;
 }

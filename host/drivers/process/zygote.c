@@ -436,7 +436,8 @@ int proc_zygote_create(host_template *t, host_sandbox *sb, const char *spec, con
 static uint32_t jobs;   /* the last JOIN's number; 0 is never used */
 
 /* The JOIN message itself, with the sandbox's pidfd and the context's ends. */
-static int send_join(proc_zygote *z, host_sandbox *sb, const int *f, sg_err *err)
+static int send_join(proc_zygote *z, host_sandbox *sb, const char *language, const int *f,
+                     sg_err *err)
 {
     host_template *t = z->t;
     char *spec = proc_join_spec(sb, t, err);
@@ -444,11 +445,12 @@ static int send_join(proc_zygote *z, host_sandbox *sb, const int *f, sg_err *err
         return err->code;
     if (++jobs == 0)
         ++jobs;
-    size_t cap = strlen(spec) * 2 + 64;
+    size_t cap = strlen(spec) * 2 + 96;
     char *msg = malloc(cap);
     int n = snprintf(msg, cap, "JOIN {\"job\":%u,\"spec\":\"", jobs);
     n += (int)escape_spec(msg + n, spec);
-    n += snprintf(msg + n, cap - (size_t)n, "\"}");
+    /* language: one of host_ctx_language_ok's words, nothing to escape */
+    n += snprintf(msg + n, cap - (size_t)n, "\",\"language\":\"%s\"}", language);
     int fds[4] = {sb->pidfd, f[3], f[4], f[5]};
     int rc = send_zygote(z, msg, (size_t)n, fds, 4, err);
     free(msg);
@@ -490,7 +492,7 @@ int proc_zygote_join(host_template *t, host_ctx *c, sg_err *err)
     else if (host_ctx_send_activation(f[0], sb->ctx_env) != 0)
         rc = sg_err_errno(err, SG_EINTERNAL, "queueing the environment of context %s", c->id);
     else
-        rc = send_join(z, sb, f, err);
+        rc = send_join(z, sb, c->language, f, err);
     for (int i = rc == 0 ? 3 : 0; i < 6; i++)   /* theirs always; ours on failure */
         if (f[i] >= 0)
             close(f[i]);

@@ -425,6 +425,10 @@ class Agent:
 
     def _op_ctx(self, msg):
         id_ = msg["id"]
+        language = msg.get("language", "python")
+        if language not in ("python", "javascript"):
+            return self.send_control({"op": "ctxerr", "id": id_,
+                                      "msg": "language: python or javascript expected"})
         nums = self._new_chans(msg, ("sock", "out", "err"))
         if nums is None:
             return self.send_control({"op": "ctxerr", "id": id_,
@@ -433,7 +437,7 @@ class Agent:
             return self.send_control({"op": "ctxerr", "id": id_,
                                       "msg": "not activated"})
         try:
-            _, sock, out_r, err_r = self.children.start_context(id_, self.env)
+            _, sock, out_r, err_r = self.children.start_context(id_, self.env, language)
         except Refused as e:
             return self.send_control({"op": "ctxerr", "id": id_, "msg": str(e)})
         except OSError as e:
@@ -654,9 +658,10 @@ def main(argv):
     children.ignore_signals()
     try:
         for name in ("context", "notebook", "display", "frames", "reseed",
-                     "streams", "mplinline") + _RUNTIME_PRELOAD + tuple(
+                     "streams", "mplinline", "jscontext") + _RUNTIME_PRELOAD + tuple(
                          m.strip() for m in args.preload.split(",") if m.strip()):
             importlib.import_module(name)
+        sys.modules["jscontext"].load()   # before any context: read once, shared
     except Exception as e:
         agent.fatal("preload: %s: %s" % (type(e).__name__, e))
     _warm()

@@ -82,7 +82,7 @@ class Children:
             raise Refused("too many of them running (%d)" % limit)
 
     # -- contexts --
-    def start_context(self, id_, env):
+    def start_context(self, id_, env, language="python"):
         """Fork a context. Returns (pid, host_sock, out_r, err_r); the
         caller owns the three fds. The child keeps no other fd of ours."""
         self.claim(self.ctx, CTX_MAX, "context", id_)
@@ -99,7 +99,7 @@ class Children:
                 os.close(fd)
             raise Refused("fork: %s" % os.strerror(e.errno)) from None
         if pid == 0:
-            _become_context(ctx_end, out_w, err_w, env, self.drop)   # never returns
+            _become_context(ctx_end, out_w, err_w, env, self.drop, language)   # never returns
         # Also from here: the group exists before any KILLCTX can come.
         try:
             os.setpgid(pid, pid)
@@ -285,7 +285,7 @@ class Children:
         self._by_pid[c.pid] = c
 
 
-def _become_context(ctx_end, out_w, err_w, env, drop):
+def _become_context(ctx_end, out_w, err_w, env, drop, language="python"):
     """In the forked child: keep only the context's own fds, take the
     sandbox's environment (and its uid), run the runtime's context. Never
     returns."""
@@ -314,6 +314,9 @@ def _become_context(ctx_end, out_w, err_w, env, drop):
         os.environ.clear()
         os.environ.update(env)
         import context   # host/runtime; preloaded, so no import work here
+        if language == "javascript":
+            import jscontext   # host/runtime: execs Node (js/context.js)
+            jscontext.exec_node(ctx_end.fileno(), out_w, err_w, env)   # never returns
     except BaseException:
         os._exit(127)
     context.start(ctx_end, out_w, err_w)   # never returns

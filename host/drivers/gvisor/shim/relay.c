@@ -319,11 +319,22 @@ static int on_activate(relay *r, const char *json, size_t n)
     return 0;
 }
 
-static void on_ctx(relay *r, const char *id)
+/* CTX <id> [python|javascript] */
+static void on_ctx(relay *r, char *id)
 {
     char m[300];
+    char *language = strchr(id, ' ');
+    if (language)
+        *language++ = 0;
+    if (!language || !*language)
+        language = "python";
     if (!good_id(id))
         return;
+    if (strcmp(language, "python") != 0 && strcmp(language, "javascript") != 0) {
+        snprintf(m, sizeof m, "CTXERR %s unknown language", id);
+        relay_send_text(r, m);
+        return;
+    }
     if (find(r->ctx, SHIM_MAX_CTX, id)) {
         snprintf(m, sizeof m, "CTXERR %s context still running", id);
         relay_send_text(r, m);
@@ -348,6 +359,7 @@ static void on_ctx(relay *r, const char *id)
     c->deadline_ms = shim_now_ms() + ANSWER_MS;
     jb j = jop("ctx");
     jstr(&j, "id", id);
+    jstr(&j, "language", language);
     jnum(&j, "sock", c->chans[0]);
     jnum(&j, "out", c->chans[1]);
     jnum(&j, "err", c->chans[2]);
