@@ -395,6 +395,16 @@ void host_ctx_exited(host_ctx *c, int code, int sig)
             end_run_lost(c, "ContextLost",
                          "the code made a system call the sandbox forbids (seccomp) and was "
                          "killed; the context was restarted and its state was lost");
+        } else if (sig == SIGINT && c->run->act.interrupted_us) {
+            /* Killed by the very interrupt the host sent (timeout or
+             * cancel): the code left SIGINT at its default action (Python's
+             * signal.signal(SIGINT, SIG_DFL), JS removing every SIGINT
+             * listener). That is the timeout ending the run, not a lost
+             * context of unknown cause; it outranks CTX_KILLING, which the
+             * channel's EOF may have set first (process driver). */
+            end_run_lost(c, c->run->act.timed_out ? "TimeoutError" : "ContextLost",
+                         "the code was interrupted and its interpreter did not survive the "
+                         "interrupt (SIGINT); the context was restarted and its state was lost");
         } else if (c->state == CTX_KILLING && c->lost_reason[0]) {
             end_run_lost(c, c->run->act.timed_out ? "TimeoutError" : "ContextLost", c->lost_reason);
         } else {

@@ -188,12 +188,28 @@ class JsContexts(unittest.TestCase):
                           "await null; while (true) {}", c, timeout=1)
         self.assertTrue(r.end.timed_out, r.events)
         self.assertTrue(r.end.context_restarted, r.events)
-        self.assertEqual(r.error.name, "TimeoutError")
+        self.assertEqual(r.error.name, "TimeoutError", r.error.value)
         self.assertIn("restarted", r.error.value)
+        # the listener held: the host's grace-period kill ended it, not the SIGINT
+        self.assertIn("did not stop within", r.error.value)
         r = self.ok("typeof before", c)   # usable again, fresh state
         self.assertEqual(r.plain(), "'undefined'")
         info = {x.context_id: x for x in self.ctxs()}[c]
         self.assertEqual((info.language, info.restarts), ("javascript", 1))
+
+    def test_loop_killed_by_interrupt_is_timeout(self):
+        # After the await no breakOnSigint holds SIGINT: with no listener
+        # left Node dies of the host's timeout SIGINT. That is the timeout
+        # (not a lost context), whichever the host hears first: the exit
+        # or the channel's EOF.
+        c = self.new_ctx()
+        r = self.run_code("await null; process.removeAllListeners('SIGINT'); while (true) {}",
+                          c, timeout=1)
+        self.assertTrue(r.end.timed_out, r.events)
+        self.assertTrue(r.end.context_restarted, r.events)
+        self.assertEqual(r.error.name, "TimeoutError", r.error.value)
+        self.assertIn("did not survive the interrupt", r.error.value)
+        self.assertEqual(self.ok("1", c).plain(), "1")
 
     def test_output_capped(self):
         c = self.new_ctx()

@@ -279,13 +279,35 @@ function evaluate(code) {
       }
       realValue(r.result).then((v) => done({ value: v }), (e2) => done({ thrown: e2 }));
     });
+    const sigintBefore = process.rawListeners('SIGINT');
     try {
       runner.runInThisContext({ breakOnSigint: true, displayErrors: false });
     } catch (e) {
       if (e && e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') done({ interrupted: true });
       else done({ thrown: e });
+    } finally {
+      rearmSigint(sigintBefore);
     }
   });
+}
+
+/* Node's breakOnSigint takes the SIGINT listeners off for the script and
+ * its C++ watchdog owns SIGINT meanwhile; when the watchdog stops it leaves
+ * Node's exiting handler installed, and putting the listeners back only
+ * re-installs libuv's handler if no SIGINT handle is running. A cell that
+ * added a SIGINT listener in its synchronous part (`process.on('SIGINT',
+ * ...)`) has started that handle, so from then on the host's timeout SIGINT
+ * would kill Node instead of reaching the listeners (the host would see an
+ * interpreter dead of a signal, not a timeout). If the cell changed the
+ * listeners, cycle them: the last one off stops the handle, the first one
+ * back starts it and libuv takes SIGINT again. A SIGINT within that cycle
+ * meets the default action; the host reports that death as the interrupt
+ * ending the run (host_ctx_exited). */
+function rearmSigint(before) {
+  const now = process.rawListeners('SIGINT');
+  if (now.length === before.length && now.every((l, i) => l === before[i])) return;
+  process.removeAllListeners('SIGINT');
+  for (const l of now) process.on('SIGINT', l);
 }
 
 const runner = new vm.Script('globalThis[Symbol.for("sandgate.post")]()',
