@@ -132,6 +132,7 @@ typedef struct host_exec {
     host_action act;
     host_watch out, err;
     int started, exited, exit_code, signal;
+    int64_t exit_grace_us;   /* EXIT came, a pipe still open: EOF awaited until then */
 } host_exec;
 
 typedef enum { SB_CREATING, SB_RUNNING, SB_KILLING } host_sb_state;

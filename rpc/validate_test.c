@@ -287,7 +287,12 @@ static const ProtobufCMessageDescriptor *const public_requests[] = {
     &sandgate__v1__rename_file_request__descriptor,
     &sandgate__v1__upload_file_request__descriptor,
     &sandgate__v1__download_file_request__descriptor,
-    &sandgate__v1__watch_files_request__descriptor,
+    &sandgate__v1__watch_files_request__descriptor,    &sandgate__v1__list_processes_request__descriptor,
+    &sandgate__v1__attach_process_request__descriptor,
+    &sandgate__v1__send_input_request__descriptor,
+    &sandgate__v1__signal_process_request__descriptor,
+    &sandgate__v1__wait_process_request__descriptor,
+    &sandgate__v1__resize_pty_request__descriptor,
 };
 
 /* Every request the host serves (host.proto's service). */
@@ -311,7 +316,12 @@ static const ProtobufCMessageDescriptor *const host_requests[] = {
     &sandgate__v1__rename_file_request__descriptor,
     &sandgate__v1__host_write_at_request__descriptor,
     &sandgate__v1__download_file_request__descriptor,
-    &sandgate__v1__watch_files_request__descriptor,
+    &sandgate__v1__watch_files_request__descriptor,    &sandgate__v1__list_processes_request__descriptor,
+    &sandgate__v1__attach_process_request__descriptor,
+    &sandgate__v1__send_input_request__descriptor,
+    &sandgate__v1__signal_process_request__descriptor,
+    &sandgate__v1__wait_process_request__descriptor,
+    &sandgate__v1__resize_pty_request__descriptor,
 };
 
 /* Every method of each service has rules for its input: a new RPC without
@@ -338,9 +348,10 @@ static void test_gateway_every_field(void **state)
      * (user_id metadata.key metadata.value page_token), context 3, list
      * contexts 2, restart/delete context 3 each, run 4,
      * exec 3, write 3, read 3; list/stat/mkdir/remove/upload/download/watch
-     * 3 each, rename 4 */
+     * 3 each, rename 4; list processes 2, attach/input/wait/resize 3 each,
+     * signal 4 (signal_name) */
     every_field(gw_rules_for, public_requests, sizeof public_requests / sizeof public_requests[0],
-                10 + 2 + 4 + 2 + 2 + 3 + 2 + 3 + 3 + 4 + 3 + 3 + 3 + 7 * 3 + 4);
+                10 + 2 + 4 + 2 + 2 + 3 + 2 + 3 + 3 + 4 + 3 + 3 + 3 + 7 * 3 + 4 + 2 + 4 * 3 + 4);
 }
 
 static void test_host_every_field(void **state)
@@ -348,9 +359,10 @@ static void test_host_every_field(void **state)
     /* create: its request's 10 (metadata too), owner 3, egress rules 3,
      * secrets 2, sandbox_id, dedupe_key, min_isolation = 21; ref 1, list 5 (tenant_id user_id
      * metadata.key metadata.value after_id), extend 1, then the five public
-     * ones, the three context calls (2, 3, 3), the file calls (3 each, rename 4) and WriteFileAt 2 */
+     * ones, the three context calls (2, 3, 3), the file calls (3 each, rename 4), WriteFileAt 2
+     * and the process calls (list 2, attach/input/wait/resize 3 each, signal 4) */
     every_field(host_rules_for, host_requests, sizeof host_requests / sizeof host_requests[0],
-                21 + 1 + 5 + 1 + 3 + 2 + 3 + 3 + 4 + 3 + 3 + 3 + 6 * 3 + 4 + 2);
+                21 + 1 + 5 + 1 + 3 + 2 + 3 + 3 + 4 + 3 + 3 + 3 + 6 * 3 + 4 + 2 + 2 + 4 * 3 + 4);
 }
 
 static const rpc_rules *std_rules_for(const ProtobufCMessageDescriptor *d)

@@ -11,6 +11,9 @@
 
 #include "host/host.h"
 
+/* How long a finished command's pipes may stay open after its EXIT. */
+#define EXEC_EXIT_GRACE_US 500000
+
 host_exec *host_exec_find(host_sandbox *sb, const char *id)
 {
     for (host_exec *e = sb->execs; e; e = e->next)
@@ -105,7 +108,20 @@ void host_exec_exited(host_exec *e, int code, int sig)
     e->signal = sig;
     drain(e, &e->out);
     drain(e, &e->err);
-    /* A background child may hold the pipes open: don't wait for it. */
+    if (e->out.fd < 0 && e->err.fd < 0) {
+        finish(e);
+        return;
+    }
+    /* Output may still be in flight behind EXIT (the gVisor shim relays the
+     * pipes apart from the channel), or a background child may hold the pipes
+     * open: wait for EOF briefly (on_pipe finishes then), never for the child. */
+    e->exit_grace_us = host_now_us() + EXEC_EXIT_GRACE_US;
+}
+
+static void end_grace(host_exec *e)
+{
+    drain(e, &e->out);
+    drain(e, &e->err);
     host_watch_close(&e->out);
     host_watch_close(&e->err);
     finish(e);
@@ -134,8 +150,13 @@ void host_exec_destroy(host_exec *e, const char *why)
 void host_exec_tick(host_exec *e, int64_t now)
 {
     host_action *a = &e->act;
-    if (!a->call || e->exited)
+    if (!a->call)
         return;
+    if (e->exited) {
+        if (now >= e->exit_grace_us)
+            end_grace(e);
+        return;
+    }
     if (!a->interrupted_us && a->deadline_us && now >= a->deadline_us) {
         a->timed_out = !a->cancelled;
         if (a->timed_out)
