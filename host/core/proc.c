@@ -52,6 +52,7 @@ typedef struct attacher {
     atomic_int inflight;     /* messages queued, not yet on the wire */
     atomic_int refs;         /* the list's, and one per message in flight */
     atomic_int failed;       /* a send failed: the client is gone */
+    int finished;            /* its status is queued (send_exit or at_remove) */
 } attacher;
 
 typedef struct waiter {
@@ -287,6 +288,7 @@ static void send_exit(attacher *a, const host_proc *p)
         bb = rpc_pack(&ev.base);
     }
     rpc_call_finish_msg(a->call, bb, GRPC_STATUS_OK, NULL);
+    a->finished = 1;
 }
 
 /* Send what the attacher may; 1 when it is finished (remove it). */
@@ -325,6 +327,10 @@ static void at_remove(host_proc *p, attacher **link)
 {
     attacher *a = *link;
     *link = a->next;
+    /* Every dispatched call gets a status, even one whose client is gone
+     * (it goes nowhere then): without it the call and the server leak. */
+    if (!a->finished)
+        rpc_call_finish(a->call, GRPC_STATUS_CANCELLED, "the attach ended");
     rpc_call_unref(a->call);
     a->call = NULL;
     at_unref(a);
@@ -729,6 +735,7 @@ void host_proc_cancel_call(rpc_call *call)
                 waiter *w = *l;
                 if (w->call == call) {
                     *l = w->next;
+                    rpc_call_finish(w->call, GRPC_STATUS_CANCELLED, "the wait was cancelled");
                     rpc_call_unref(w->call);
                     free(w);
                 } else {
