@@ -150,13 +150,14 @@ void host_exec_destroy(host_exec *e, const char *why)
 void host_exec_tick(host_exec *e, int64_t now)
 {
     host_action *a = &e->act;
-    if (!a->call)
-        return;
     if (e->exited) {
-        if (now >= e->exit_grace_us)
+        /* also without a call (its client left): the pipes close at the end */
+        if ((e->out.fd >= 0 || e->err.fd >= 0) && now >= e->exit_grace_us)
             end_grace(e);
         return;
     }
+    if (!a->call)
+        return;
     if (!a->interrupted_us && a->deadline_us && now >= a->deadline_us) {
         a->timed_out = !a->cancelled;
         if (a->timed_out)
